@@ -1,0 +1,56 @@
+"""The `eff` command end to end, as a user runs it (a subprocess of the installed script)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EFF = str(Path(sys.executable).with_name("eff"))
+DOMAINS = ["llm", "kernels", "vision", "graph", "rl", "games", "theory"]
+
+
+def eff(*args, check=True):
+    return subprocess.run([EFF, *args], capture_output=True, text=True, check=check, timeout=600)
+
+
+def test_list_shows_the_fedavg_reproduction():
+    out = eff("list", "--json").stdout
+    names = {row["name"]: row["package"] for row in json.loads(out)}
+    assert names["shared.fedavg"] == "eff-shared"
+    assert "shared.fedavg" in eff("list").stdout
+
+
+def test_reproduce_fedavg_writes_claims_json(tmp_path):
+    path = tmp_path / "out.json"
+    proc = eff("reproduce", "shared.fedavg", "--json", str(path), "--seed", "1")
+    assert "shared.fedavg" in proc.stdout and "pass" in proc.stdout
+    data = json.loads(path.read_text())
+    assert data["passed"] is True
+    (result,) = data["results"]
+    assert result["seed"] == 1 and result["mode"] == "quick"
+    claim = result["claims"][0]
+    assert claim["passed"] is True and claim["measured"] > claim["threshold"] == 0.0
+
+
+def test_reproduce_unknown_name_fails_with_a_clear_message():
+    proc = eff("reproduce", "nope.nothing", check=False)
+    assert proc.returncode == 2
+    assert "no reproduction named 'nope.nothing'" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_every_domain_has_info(domain):
+    from importlib.metadata import distribution
+
+    out = " ".join(eff(domain, "info").stdout.split())
+    summary = " ".join(distribution(f"eff-{domain}").metadata["Summary"].split())
+    assert summary in out
+
+
+def test_python_dash_m_entry_point():
+    proc = subprocess.run(
+        [sys.executable, "-m", "eff_shared", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "reproduce" in proc.stdout and "games" in proc.stdout

@@ -1,0 +1,208 @@
+"""The ``eff`` command.
+
+``eff list`` and ``eff reproduce`` run the registered reproductions; every domain package plugs
+its own ``eff <domain> ...`` commands in through the entry-point group ``eff.commands`` (a
+``typer.Typer`` per domain, usually built with :func:`domain_app`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from eff_shared import report
+from eff_shared.errors import ReproductionError
+from eff_shared.progress import make_progress
+from eff_shared.reproduce import available, resolve_names, run_many
+
+__all__ = ["COMMANDS_GROUP", "app", "build_app", "domain_app", "main"]
+
+COMMANDS_GROUP = "eff.commands"
+
+
+def _console(stderr: bool = False) -> Console:
+    # Outside a terminal rich would wrap tables at 80 columns; CI logs read better wide.
+    width = None if (sys.stderr if stderr else sys.stdout).isatty() else 160
+    return Console(stderr=stderr, width=width)
+
+
+app = typer.Typer(
+    name="eff",
+    help="Efficient-ML methods from NeurIPS 2025 papers: reproductions and per-domain tools.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command("list")
+def list_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """List the registered reproductions and the package that provides each."""
+    registry = available()
+    rows = [(name, ep.dist.name if ep.dist else "?", ep.value) for name, ep in registry.items()]
+    if as_json:
+        print(
+            json.dumps([{"name": n, "package": p, "entry_point": v} for n, p, v in rows], indent=2)
+        )
+        return
+    table = Table(title=f"{len(rows)} registered reproductions")
+    for col in ("name", "package", "entry point"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    _console().print(table)
+
+
+@app.command("reproduce")
+def reproduce_cmd(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Reproductions to run (names, or a domain such as 'games'); default: all."
+        ),
+    ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Full mode (longer, closer to the paper).")
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Master seed.")] = 0,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the results as JSON here.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write results.json, report.md and plots into this folder."),
+    ] = None,
+) -> None:
+    """Run reproductions and print the claims table; exit status 1 when any claim fails."""
+    try:
+        selected = resolve_names(names)
+    except ReproductionError as exc:
+        raise typer.BadParameter(str(exc), param_hint="NAMES") from exc
+    if not selected:
+        _console(stderr=True).print("no reproductions are registered")
+        raise typer.Exit(1)
+    mode = "full" if full else "quick"
+    console = _console()
+    with make_progress() as progress:
+        task = progress.add_task(f"reproduce ({mode})", total=len(selected))
+
+        def on_start(name: str) -> None:
+            progress.update(task, description=f"{name} ({mode})")
+
+        results = run_many(
+            selected, mode, seed, on_start=on_start, on_done=lambda r: progress.advance(task)
+        )
+    report.print_results(results, console)
+    for r in results:
+        if r.error:
+            _console(stderr=True).print(f"[red]{r.name} raised:[/red]\n{r.error}")
+    if json_path is not None:
+        report.write_json(results, json_path)
+    if out is not None:
+        written = report.write_report(results, out)
+        console.print(f"report written to {written['markdown']}")
+    failed = [r.name for r in results if not r.passed]
+    if failed:
+        console.print(
+            f"[bold red]{len(failed)} of {len(results)} reproductions failed:[/] {', '.join(failed)}"
+        )
+        raise typer.Exit(1)
+    console.print(f"[bold green]all {len(results)} reproductions passed[/]")
+
+
+def _requirement_name(req: str) -> str:
+    for sep in "[<>=!~;( ":
+        req = req.split(sep, 1)[0]
+    return req.strip()
+
+
+def _installed_version(name: str) -> str:
+    try:
+        return distribution(name).version
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def domain_app(dist_name: str, *, torch_report: bool = False) -> typer.Typer:
+    """A ``typer.Typer`` for ``eff <domain>`` with an ``info`` command; packages add their own commands.
+
+    ``info`` prints the package's description (its distribution summary), version, registered
+    reproductions and the versions of its direct dependencies; torch packages also report the
+    torch build and the device eff would choose.
+    """
+    sub = typer.Typer(no_args_is_help=True, add_completion=False, help=_summary(dist_name))
+
+    @sub.command("info")
+    def info() -> None:
+        """What the package contains and the versions it runs with."""
+        dist = distribution(dist_name)
+        console = _console()
+        console.print(f"[bold]{dist_name}[/bold] {dist.version}")
+        console.print(dist.metadata["Summary"] or "")
+        repros = [n for n, ep in available().items() if ep.dist and ep.dist.name == dist_name]
+        console.print(f"reproductions: {', '.join(repros) if repros else '(none yet)'}")
+        table = Table(title="dependencies")
+        table.add_column("package")
+        table.add_column("installed")
+        for req in dist.requires or []:
+            if "extra ==" in req:
+                continue
+            name = _requirement_name(req)
+            table.add_row(name, _installed_version(name))
+        console.print(table)
+        if torch_report:
+            _print_torch(console)
+
+    # A Typer with one command collapses into it; the callback keeps `eff <domain> info` a subcommand.
+    @sub.callback()
+    def _group() -> None:
+        pass
+
+    return sub
+
+
+def _summary(dist_name: str) -> str:
+    try:
+        return distribution(dist_name).metadata["Summary"] or dist_name
+    except PackageNotFoundError:
+        return dist_name
+
+
+def _print_torch(console: Console) -> None:
+    import torch
+
+    from eff_shared.torch import choose_device
+
+    device = choose_device("auto")
+    console.print(
+        f"torch {torch.__version__} (CUDA build {torch.version.cuda or 'none'}); "
+        f"CUDA available: {torch.cuda.is_available()}; default device: {device}"
+    )
+
+
+def build_app() -> typer.Typer:
+    """The ``eff`` app with every installed domain's commands attached."""
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        if any(g.name == ep.name for g in app.registered_groups):
+            continue
+        try:
+            sub = ep.load()
+        except Exception as exc:  # one broken plugin must not take the whole CLI down
+            print(
+                f"eff: could not load commands of {ep.name!r} ({ep.value}): {exc}", file=sys.stderr
+            )
+            continue
+        app.add_typer(sub, name=ep.name)
+    return app
+
+
+def main() -> None:
+    build_app()()

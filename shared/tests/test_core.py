@@ -1,0 +1,98 @@
+import json
+import math
+
+import numpy as np
+import pytest
+
+from eff_shared import report
+from eff_shared.errors import check_choice, check_fraction, check_positive, check_type
+from eff_shared.progress import is_interactive, track
+from eff_shared.reproduce import Claim, Result
+from eff_shared.seeding import derive_seed, make_rng, seed_everything
+
+
+def test_make_rng_streams_are_reproducible_and_independent():
+    a = make_rng(1, 2, 3).normal(size=4)
+    assert np.array_equal(a, make_rng(1, 2, 3).normal(size=4))
+    assert not np.array_equal(a, make_rng(1, 3, 2).normal(size=4))
+    assert not np.array_equal(a, make_rng(2, 2, 3).normal(size=4))
+    assert derive_seed(0, 1) == derive_seed(0, 1) != derive_seed(0, 2)
+    assert 0 <= derive_seed(123) < 2**32
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
+def test_seed_validation(bad):
+    with pytest.raises((TypeError, ValueError), match="seed"):
+        make_rng(bad)
+
+
+def test_seed_everything_seeds_python_and_numpy():
+    import random
+
+    seed_everything(11)
+    x = (random.random(), np.random.rand())
+    seed_everything(11)
+    assert x == (random.random(), np.random.rand())
+
+
+def test_checks_name_the_argument():
+    check_choice("mode", "a", ["a", "b"])
+    with pytest.raises(ValueError, match=r"mode must be one of \['a', 'b'\], got 'c'"):
+        check_choice("mode", "c", ["a", "b"])
+    with pytest.raises(ValueError, match="lr must be a finite number > 0"):
+        check_positive("lr", 0.0)
+    with pytest.raises(ValueError, match="lr"):
+        check_positive("lr", math.nan)
+    check_positive("n", 0, strict=False, integer=True)
+    with pytest.raises(TypeError, match="n must be int, got float"):
+        check_positive("n", 2.0, integer=True)
+    with pytest.raises(TypeError, match="got bool"):
+        check_type("n", True, int)
+    with pytest.raises(ValueError, match=r"p must lie in \(0, 1\)"):
+        check_fraction("p", 1.0, closed=False)
+    check_fraction("p", 1.0)
+
+
+def test_progress_is_quiet_outside_a_terminal(capsys):
+    assert not is_interactive()
+    assert list(track(range(3), "x")) == [0, 1, 2]
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+
+
+def test_format_value():
+    assert report.format_value(0.123456) == "0.1235"
+    assert report.format_value(1e-5) == "1.000e-05"
+    assert report.format_value(3) == "3"
+    assert report.format_value("x") == "x"
+
+
+def test_json_and_markdown_reports(tmp_path):
+    results = [
+        Result(
+            "a.m",
+            "quick",
+            0,
+            claims=[Claim("m beats baseline", 0.9, 0.5, ">=", "acc")],
+            table=[{"method": "m", "acc": 0.9}, {"method": "base", "acc": 0.5}],
+            metrics={"n": np.int64(3), "v": np.float32(0.5)},
+            notes=["a note"],
+        ),
+        Result("b.m", "quick", 0, error="Traceback...\nValueError: broken"),
+    ]
+    data = json.loads(report.write_json(results, tmp_path / "o.json").read_text())
+    assert data["passed"] is False
+    claim = data["results"][0]["claims"][0]
+    assert claim == {
+        "text": "m beats baseline",
+        "measured": 0.9,
+        "threshold": 0.5,
+        "op": ">=",
+        "unit": "acc",
+        "passed": True,
+    }
+    assert data["results"][0]["metrics"] == {"n": 3, "v": 0.5}
+    md = report.write_markdown(results, tmp_path / "r.md").read_text()
+    assert "| a.m | m beats baseline | 0.9 acc | >= 0.5 | pass |" in md
+    assert "| b.m | ERROR: ValueError: broken |  |  | FAIL |" in md
+    assert "| base | 0.5 |" in md and "- a note" in md
