@@ -6,6 +6,8 @@
 3. For every package: an isolated environment ``.venvs/<pkg>`` holding only that package and
    its dependencies from the lock (``uv sync --package <pkg> --frozen``) plus the test tools of the
    ``dev`` group at their locked versions; the package's tests run there with ``pytest -n 2``.
+   A package that lists extras under ``[tool.eff.ci] test-extras`` (e.g. eff-games' ``openspiel``,
+   eff-theory's ``torch``) has its tests run again in ``.venvs/<pkg>+<extra>`` with them installed.
 4. ``eff-shared``, ``eff-games`` and ``eff-theory`` environments must not contain torch.
 5. ``integration_tests/`` in the full workspace environment (CLI end to end, Flower simulation).
 6. ``ruff check`` and ``ruff format --check``.
@@ -137,24 +139,32 @@ def pytest_args(skip_slow: bool) -> list[str]:
     return args
 
 
-def run_package(pkg: str, tools: Path, skip_slow: bool) -> None:
-    env_dir = ROOT / ".venvs" / pkg
-    log(f"{pkg}: isolated environment {env_dir.relative_to(ROOT)}")
+def test_extras(pkg: str) -> list[str]:
+    """Extras under which the package's tests run a second time (``[tool.eff.ci] test-extras``)."""
+    data = tomllib.loads((PACKAGES[pkg] / "pyproject.toml").read_text())
+    return list(data.get("tool", {}).get("eff", {}).get("ci", {}).get("test-extras", []))
+
+
+def run_package(pkg: str, tools: Path, skip_slow: bool, extras: list[str] | None = None) -> None:
+    name = pkg + (f"[{','.join(extras)}]" if extras else "")
+    env_dir = ROOT / ".venvs" / (pkg + ("+" + "+".join(extras) if extras else ""))
+    log(f"{name}: isolated environment {env_dir.relative_to(ROOT)}")
     t0 = time.perf_counter()
+    extra_args = [a for e in extras or [] for a in ("--extra", e)]
     sh(
-        ["uv", "sync", "--package", pkg, "--frozen", "--no-default-groups"],
+        ["uv", "sync", "--package", pkg, "--frozen", "--no-default-groups", *extra_args],
         env={"UV_PROJECT_ENVIRONMENT": str(env_dir)},
     )
     python = str(env_dir / "bin" / "python")
     sh(["uv", "pip", "install", "--quiet", "--python", python, "-r", str(tools)])
-    if pkg in TORCH_FREE:
+    if pkg in TORCH_FREE and not extras:
         log(f"{pkg}: must not contain torch")
         if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0:
             raise SystemExit(f"ci: torch is importable in the {pkg} environment")
         print(f"ok: 'import torch' fails in .venvs/{pkg}")
     tests = PACKAGES[pkg] / "tests"
     sh([python, "-m", "pytest", str(tests), *pytest_args(skip_slow)])
-    print(f"{pkg}: done in {time.perf_counter() - t0:.0f} s")
+    print(f"{name}: done in {time.perf_counter() - t0:.0f} s")
 
 
 def main() -> None:
@@ -176,6 +186,8 @@ def main() -> None:
     tools = test_tools_requirements()
     for pkg in args.package or list(PACKAGES):
         run_package(pkg, tools, args.skip_slow)
+        if test_extras(pkg):
+            run_package(pkg, tools, args.skip_slow, test_extras(pkg))
     if not args.no_integration:
         log("integration tests in the workspace environment")
         sh(

@@ -22,7 +22,7 @@ from eff_shared.errors import ReproductionError
 from eff_shared.progress import make_progress
 from eff_shared.reproduce import available, resolve_names, run_many
 
-__all__ = ["COMMANDS_GROUP", "app", "build_app", "domain_app", "main"]
+__all__ = ["COMMANDS_GROUP", "app", "build_app", "domain_app", "main", "print_package_info"]
 
 COMMANDS_GROUP = "eff.commands"
 
@@ -131,35 +131,46 @@ def _installed_version(name: str) -> str:
         return "not installed"
 
 
-def domain_app(dist_name: str, *, torch_report: bool = False) -> typer.Typer:
-    """A ``typer.Typer`` for ``eff <domain>`` with an ``info`` command; packages add their own commands.
+def print_package_info(
+    dist_name: str, *, torch_report: bool = False, console: Console | None = None
+) -> None:
+    """Print a package's description (its distribution summary), version, registered reproductions
+    and the versions of its direct dependencies; with ``torch_report`` also the torch build and the
+    device eff would choose. Packages with their own ``info`` command call this first."""
+    console = console or _console()
+    dist = distribution(dist_name)
+    console.print(f"[bold]{dist_name}[/bold] {dist.version}")
+    console.print(dist.metadata["Summary"] or "")
+    repros = [n for n, ep in available().items() if ep.dist and ep.dist.name == dist_name]
+    console.print(f"reproductions: {', '.join(repros) if repros else '(none yet)'}")
+    table = Table(title="dependencies")
+    table.add_column("package")
+    table.add_column("installed")
+    for req in dist.requires or []:
+        if "extra ==" in req:
+            continue
+        name = _requirement_name(req)
+        table.add_row(name, _installed_version(name))
+    console.print(table)
+    if torch_report:
+        _print_torch(console)
 
-    ``info`` prints the package's description (its distribution summary), version, registered
-    reproductions and the versions of its direct dependencies; torch packages also report the
-    torch build and the device eff would choose.
+
+def domain_app(dist_name: str, *, torch_report: bool = False, info: bool = True) -> typer.Typer:
+    """A ``typer.Typer`` for ``eff <domain>``; packages add their own commands to it.
+
+    With ``info=True`` it has an ``info`` command that calls :func:`print_package_info`; a package
+    whose ``info`` takes options (``eff games info --game ...``) passes ``info=False`` and defines
+    its own, calling :func:`print_package_info` first.
     """
     sub = typer.Typer(no_args_is_help=True, add_completion=False, help=_summary(dist_name))
 
-    @sub.command("info")
-    def info() -> None:
-        """What the package contains and the versions it runs with."""
-        dist = distribution(dist_name)
-        console = _console()
-        console.print(f"[bold]{dist_name}[/bold] {dist.version}")
-        console.print(dist.metadata["Summary"] or "")
-        repros = [n for n, ep in available().items() if ep.dist and ep.dist.name == dist_name]
-        console.print(f"reproductions: {', '.join(repros) if repros else '(none yet)'}")
-        table = Table(title="dependencies")
-        table.add_column("package")
-        table.add_column("installed")
-        for req in dist.requires or []:
-            if "extra ==" in req:
-                continue
-            name = _requirement_name(req)
-            table.add_row(name, _installed_version(name))
-        console.print(table)
-        if torch_report:
-            _print_torch(console)
+    if info:
+
+        @sub.command("info")
+        def info_cmd() -> None:
+            """What the package contains and the versions it runs with."""
+            print_package_info(dist_name, torch_report=torch_report)
 
     # A Typer with one command collapses into it; the callback keeps `eff <domain> info` a subcommand.
     @sub.callback()

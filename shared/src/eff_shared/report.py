@@ -17,6 +17,8 @@ from eff_shared.reproduce import Result
 __all__ = [
     "claims_table",
     "format_value",
+    "plot_series",
+    "print_results",
     "result_table",
     "write_json",
     "write_markdown",
@@ -149,34 +151,58 @@ def write_markdown(
     return path
 
 
-def write_plots(results: Sequence[Result], out_dir: str | Path) -> dict[str, Path]:
-    """One PNG per series of every result; nothing (and no error) without matplotlib."""
+def plot_series(
+    path: str | Path,
+    series: dict[str, list[float]],
+    *,
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+    logy: bool | None = None,
+) -> Path | None:
+    """Write one line plot as PNG: ``series`` maps labels to y values, with optional ``"x"``.
+
+    ``logy=None`` picks a log y-axis when every value is positive and they span over three
+    decades (convergence curves). Returns ``None`` (and writes nothing) without matplotlib.
+    """
     if importlib.util.find_spec("matplotlib") is None:
-        return {}
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    x = series.get("x")
+    curves = {k: v for k, v in series.items() if k != "x"}
+    if logy is None:
+        values = [float(y) for ys in curves.values() for y in ys if y is not None]
+        logy = bool(values) and min(values) > 0 and max(values) / min(values) > 1e3
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for label, ys in curves.items():
+        ax.plot(x if x is not None else range(len(ys)), ys, label=label)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_plots(results: Sequence[Result], out_dir: str | Path) -> dict[str, Path]:
+    """One PNG per series of every result; nothing (and no error) without matplotlib."""
     written: dict[str, Path] = {}
     for r in results:
         for plot_name, series in r.series.items():
-            x = series.get("x")
-            fig, ax = plt.subplots(figsize=(5, 3.5))
-            for label, ys in series.items():
-                if label == "x":
-                    continue
-                ax.plot(x if x is not None else range(len(ys)), ys, label=label)
-            ax.set_title(f"{r.name}: {plot_name}")
-            ax.legend()
-            fig.tight_layout()
             key = f"{r.name}.{plot_name}"
-            path = out_dir / f"{key}.png"
-            fig.savefig(path, dpi=100)
-            plt.close(fig)
-            written[key] = path
+            path = plot_series(Path(out_dir) / f"{key}.png", series, title=f"{r.name}: {plot_name}")
+            if path is not None:
+                written[key] = path
     return written
 
 
