@@ -1,0 +1,273 @@
+"""The CFR family on the sequence-form engine: the baselines of RTCFR+ (Meng et al., NeurIPS 2025).
+
+All solvers use OpenSpiel's vocabulary (``evaluate_and_update_policy``, ``current_policy``,
+``average_policy``) and, except MMD, **alternating updates**: in iteration t player 0 updates
+against σ_1^t, then player 1 against player 0's new σ_0^{t+1} (OpenSpiel's ``CFRSolverBase`` with
+``alternating_updates=true``). One player's pass is: sequence forms x_q, x_p; the counterfactual
+gradient g_p(x_q); the bottom-up counterfactual values v(I,a) and V(I) = Σ_a σ(I,a) v(I,a); the
+instantaneous regrets r(I,a) = v(I,a) − V(I).
+
+- :class:`CFRSolver` — Zinkevich et al. (2007): R ← R + r, σ = RM(R) (regret matching, uniform
+  where Σ R⁺ = 0); average weighted by own reach (w_t = 1). Reproduces ``pyspiel.CFRSolver``.
+- :class:`CFRPlusSolver` — Tammelin (2014), Tammelin et al. (2015): R ← max(R + r, 0) (RM+), linear
+  averaging w_t = t. Reproduces ``pyspiel.CFRPlusSolver``.
+- :class:`DCFRSolver` — Brown & Sandholm (2019), discounted CFR (α = 1.5, β = 0, γ = 2): before
+  iteration t's regrets are added, positive regrets are scaled by (t−1)^α/((t−1)^α + 1) and negative
+  ones by (t−1)^β/((t−1)^β + 1); the average is ``avg ← avg·((t−1)/t)^γ + x^t`` (LiteEFG's ``DCFR.py``).
+- :class:`PCFRPlusSolver` — Farina, Kroer & Sandholm (2021), predictive CFR+: R ← max(R + r, 0),
+  σ = RM(R + r) (the last instantaneous regret is the prediction), linear averaging (LiteEFG's
+  ``PCFR.py``).
+- :class:`MMDSolver` — Sokota et al. (2023), magnetic mirror descent over the sequence form with the
+  dilated entropy and a uniform magnet, simultaneous updates (OpenSpiel's ``mmd_dilated.py``);
+  defaults η = 0.1, τ = 0.01 (LiteEFG's ``MMD.py`` script).
+
+The average strategy is accumulated in sequence form, ``avg_p += w_t·x_p^t`` with x_p^t taken before
+p's update in iteration t, and turned back into a behavioural strategy per infoset.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from eff_games.efg import EFG
+from eff_games.policy import TabularPolicy
+
+__all__ = [
+    "CFRPlusSolver",
+    "CFRSolver",
+    "DCFRConfig",
+    "DCFRSolver",
+    "MMDConfig",
+    "MMDSolver",
+    "PCFRPlusSolver",
+    "Solver",
+]
+
+
+def _check_real(
+    name: str, value: object, *, minimum: float | None = 0.0, strict: bool = False
+) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if minimum is not None and (v <= minimum if strict else v < minimum):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {value!r}")
+    return v
+
+
+class Solver:
+    """Shared machinery: the game, the iteration counter, behavioural iterates, policies."""
+
+    #: the algorithm's name in :func:`eff_games.solve.solve` and the CLI
+    name: ClassVar[str] = ""
+    #: whether the solver keeps an average strategy
+    has_average: ClassVar[bool] = True
+
+    def __init__(self, game: EFG) -> None:
+        if not isinstance(game, EFG):
+            raise TypeError(f"game must be an eff_games EFG, got {type(game).__name__}")
+        self.game = game
+        self.iteration = 0
+        self._tp = game.treeplexes
+        self._beh = [tp.uniform() for tp in self._tp]
+
+    def evaluate_and_update_policy(self) -> None:
+        """One iteration (both players)."""
+        self.step(1)
+
+    def step(self, n: int = 1) -> Solver:
+        """Run ``n`` iterations; returns ``self``."""
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"n must be an int, got {type(n).__name__}")
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        for _ in range(n):
+            self.iteration += 1
+            self._iterate(self.iteration)
+        return self
+
+    def current_policy(self) -> TabularPolicy:
+        """The current iterate σ^{T+1} after T iterations."""
+        return TabularPolicy(self.game, self._beh)
+
+    def average_policy(self) -> TabularPolicy:
+        """The solver's average strategy, turned from sequence form into a behavioural policy
+        (uniform at infosets never reached)."""
+        avg = getattr(self, "_avg", None)
+        if not self.has_average or avg is None:
+            raise NotImplementedError(f"{type(self).__name__} keeps no average strategy")
+        return TabularPolicy(
+            self.game, [tp.normalize(a) for tp, a in zip(self._tp, avg, strict=True)]
+        )
+
+    def _iterate(self, t: int) -> None:
+        raise NotImplementedError
+
+    def _pass(self, p: int, beh_p: np.ndarray, x_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Counterfactual values (v, V) of player p playing ``beh_p`` against x_q."""
+        return self._tp[p].cf_values(self.game.gradient(p, x_q), beh_p)
+
+
+class _AveragingSolver(Solver):
+    """Alternating regret-based solvers with a sequence-form average."""
+
+    def __init__(self, game: EFG) -> None:
+        super().__init__(game)
+        self._regret = [np.zeros(tp.size) for tp in self._tp]
+        self._avg = [np.zeros(tp.size) for tp in self._tp]
+
+    def _iterate(self, t: int) -> None:
+        x = [tp.seq_form(b) for tp, b in zip(self._tp, self._beh, strict=True)]
+        for p in (0, 1):
+            tp = self._tp[p]
+            v, V = self._pass(p, self._beh[p], x[1 - p])
+            inst = tp.instant_regrets(v, V)
+            self._accumulate_average(p, x[p], t)
+            self._beh[p] = self._update(p, inst, t)
+            if p == 0:
+                x[0] = tp.seq_form(self._beh[0])
+
+    def _accumulate_average(self, p: int, x_p: np.ndarray, t: int) -> None:
+        self._avg[p] += x_p
+
+    def _update(self, p: int, inst: np.ndarray, t: int) -> np.ndarray:
+        raise NotImplementedError
+
+
+class CFRSolver(_AveragingSolver):
+    """Vanilla CFR (Zinkevich et al., NeurIPS 2007), alternating updates, uniform averaging.
+
+    Same iterates as ``pyspiel.CFRSolver`` (up to floating-point summation order).
+    """
+
+    name = "cfr"
+
+    def _update(self, p: int, inst: np.ndarray, t: int) -> np.ndarray:
+        self._regret[p] += inst
+        return self._tp[p].regret_matching(self._regret[p])
+
+
+class CFRPlusSolver(_AveragingSolver):
+    """CFR+ (Tammelin 2014): RM+ regrets R ← max(R + r, 0), alternating updates, linear averaging.
+
+    Same iterates as ``pyspiel.CFRPlusSolver`` (up to floating-point summation order).
+    """
+
+    name = "cfr+"
+
+    def _accumulate_average(self, p: int, x_p: np.ndarray, t: int) -> None:
+        self._avg[p] += t * x_p
+
+    def _update(self, p: int, inst: np.ndarray, t: int) -> np.ndarray:
+        R = self._regret[p]
+        R += inst
+        np.maximum(R, 0.0, out=R)
+        return self._tp[p].regret_matching(R)
+
+
+class PCFRPlusSolver(CFRPlusSolver):
+    """Predictive CFR+ (Farina, Kroer & Sandholm, AAAI 2021): σ = RM(max(R + r, 0) + r), where
+    R ← max(R + r, 0) and the prediction is the last instantaneous regret r; linear averaging."""
+
+    name = "pcfr+"
+
+    def _update(self, p: int, inst: np.ndarray, t: int) -> np.ndarray:
+        R = self._regret[p]
+        R += inst
+        np.maximum(R, 0.0, out=R)
+        return self._tp[p].regret_matching(R + inst)
+
+
+@dataclass(frozen=True)
+class DCFRConfig:
+    """Discounting of DCFR (Brown & Sandholm, AAAI 2019): positive regrets by t^α/(t^α+1),
+    negative by t^β/(t^β+1), average contributions by (t/(t+1))^γ."""
+
+    alpha: float = 1.5
+    beta: float = 0.0
+    gamma: float = 2.0
+
+    def __post_init__(self) -> None:
+        for name in ("alpha", "beta", "gamma"):
+            object.__setattr__(self, name, _check_real(name, getattr(self, name), minimum=None))
+
+
+class DCFRSolver(_AveragingSolver):
+    """Discounted CFR (Brown & Sandholm, AAAI 2019), alternating updates, as LiteEFG's ``DCFR.py``."""
+
+    name = "dcfr"
+
+    def __init__(
+        self, game: EFG, *, alpha: float = 1.5, beta: float = 0.0, gamma: float = 2.0
+    ) -> None:
+        self.config = DCFRConfig(alpha, beta, gamma)
+        super().__init__(game)
+
+    def _accumulate_average(self, p: int, x_p: np.ndarray, t: int) -> None:
+        self._avg[p] *= ((t - 1) / t) ** self.config.gamma
+        self._avg[p] += x_p
+
+    def _update(self, p: int, inst: np.ndarray, t: int) -> np.ndarray:
+        R = self._regret[p]
+        if t > 1:
+            s = float(t - 1)
+            pos = s**self.config.alpha / (s**self.config.alpha + 1.0)
+            neg = s**self.config.beta / (s**self.config.beta + 1.0)
+            R *= np.where(R >= 0.0, pos, neg)
+        R += inst
+        return self._tp[p].regret_matching(R)
+
+
+@dataclass(frozen=True)
+class MMDConfig:
+    """Step size η > 0 and regularisation τ ≥ 0 of MMD (defaults η = 0.1, τ = 0.01 as LiteEFG's
+    ``MMD.py`` script). Linear last-iterate convergence to the τ-QRE needs η ≤ τ / max|A|²
+    (OpenSpiel's default step size), with A the chance-weighted sequence-form payoff matrix."""
+
+    eta: float = 0.1
+    tau: float = 0.01
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eta", _check_real("eta", self.eta, strict=True))
+        object.__setattr__(self, "tau", _check_real("tau", self.tau))
+
+
+class MMDSolver(Solver):
+    """Magnetic mirror descent (Sokota et al., ICLR 2023) over the sequence form with the dilated
+    entropy ψ and a uniform magnet, simultaneous updates (OpenSpiel's ``mmd_dilated.py``)::
+
+        x_p ← argmax_x ⟨η·g_p(x_q) + ∇ψ(x_p), x⟩ − (1 + ητ)·ψ(x)
+
+    solved in closed form bottom-up: with G = (η·g_p + log σ_p)/(1 + ητ) (the +1 and −#children
+    terms of ∇ψ cancel between an infoset and its parent sequence), σ_p(I) = softmax(G[I]) and
+    G[p(I)] += logsumexp(G[I]). The last iterate converges to the τ-QRE (the fixed point
+    σ = argmax ⟨g/τ, x⟩ − ψ(x)); ``average_policy`` is the uniform sequence-form average of
+    x^0 (uniform), ..., x^T, as OpenSpiel's ``get_avg_policies``.
+    """
+
+    name = "mmd"
+
+    def __init__(self, game: EFG, *, eta: float = 0.1, tau: float = 0.01) -> None:
+        self.config = MMDConfig(eta, tau)
+        super().__init__(game)
+        # Σ_{k=0}^{T} x^k including the uniform start, as OpenSpiel's ``get_avg_policies``
+        self._avg = [tp.seq_form(b) for tp, b in zip(self._tp, self._beh, strict=True)]
+
+    def _iterate(self, t: int) -> None:
+        eta, tau = self.config.eta, self.config.tau
+        x = [tp.seq_form(b) for tp, b in zip(self._tp, self._beh, strict=True)]
+        new = []
+        for p in (0, 1):
+            G = eta * self.game.gradient(p, x[1 - p])
+            with np.errstate(divide="ignore"):
+                G[1:] += np.log(self._beh[p][1:])
+            G /= 1.0 + eta * tau
+            new.append(self._tp[p].entropy_prox(G)[0])
+            self._avg[p] += self._tp[p].seq_form(new[p])
+        self._beh = new

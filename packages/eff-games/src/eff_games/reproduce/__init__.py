@@ -1,0 +1,1 @@
+"""Small-scale reproductions of eff-games' papers (registered under ``eff.reproductions``)."""
