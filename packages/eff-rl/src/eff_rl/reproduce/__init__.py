@@ -1,0 +1,1 @@
+"""Small-scale reproductions of the eff-rl papers' claims."""
