@@ -1,31 +1,7 @@
-from importlib.metadata import distribution
-
-from typer.testing import CliRunner
-
 import eff_games
 from eff_games.cli import app
+from eff_shared.testing import check_domain_package
 
 
-def test_info_prints_description_version_and_dependencies():
-    dist = distribution("eff-games")
-    result = CliRunner().invoke(app, ["info"])
-    assert result.exit_code == 0, result.output
-    out = " ".join(result.output.split())  # rich may wrap long lines
-    assert " ".join(dist.metadata["Summary"].split()) in out
-    assert f"eff-games {dist.version}" in out
-    assert "eff-shared" in out and "typer" in out
-
-
-def test_package_docstring_names_the_package():
-    assert eff_games.__doc__.startswith("eff-games:")
-
-
-def test_imports_without_torch():
-    import subprocess
-    import sys
-
-    # A fresh interpreter: importing the package and its CLI must not pull torch in.
-    code = (
-        "import sys, eff_games, eff_games.cli; assert 'torch' not in sys.modules, 'torch imported'"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+def test_domain_package_plumbing():
+    check_domain_package("eff-games", eff_games, app, uses_torch=False)
