@@ -235,5 +235,7 @@ def test_frozen_weights_give_the_same_logits_and_are_released():
         assert pol.fc1._frozen is not None
     assert pol.fc1._frozen is None
     with torch.no_grad():
-        pol.alpha[0] += 1.0  # after release the mix is live again (a uniform shift would not change it)
+        pol.alpha[0] += (
+            1.0  # after release the mix is live again (a uniform shift would not change it)
+        )
     assert not torch.allclose(pol.logits(obs), expected)
