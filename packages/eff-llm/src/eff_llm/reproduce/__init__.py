@@ -1,0 +1,1 @@
+"""Small-scale reproductions of the eff-llm papers' claims (one module per method)."""

@@ -1,0 +1,252 @@
+"""Reproduction ``llm.fedsvd``: FedSVD vs FFA-LoRA and FedAvg-LoRA under the same DP noise.
+
+Task (spec): logits = H·relu((W0 + BA)x) with W0 ∈ R^{32×64} and H ∈ R^{10×32} frozen, labels from
+W0 + ΔW* (rank 4); 4800 samples, 6 clients (Dirichlet 0.5), 3 per round, 40 rounds; 10 local DP-SGD
+steps of expected batch 64, lr 0.5, C = 1; σ from Opacus RDP at (ε, δ = 1e-5) with sample rate
+64/(mean client size) × 3/6 and 10·40 steps — the same σ for every method. Claims: the spec's
+mechanics items and the non-inferiority items (FedSVD ≥ FFA-LoRA − 0.01, ≥ base + 0.03). The
+paper's "FedSVD > FedAvg-LoRA under DP" is printed, not claimed (it did not reproduce in the
+prototype).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.linalg import subspace_angles
+
+from eff_llm._federated_lora import make_dp_lora_client
+from eff_llm._lora import load_lora_state, lora_pairs, lora_state
+from eff_llm._lowrank_task import accuracy, lora_model, make_lowrank_task, trainable_names
+from eff_llm.fedsvd import (
+    DPConfig,
+    FedAvgLoRAAggregator,
+    FedSVDAggregator,
+    FFALoRAAggregator,
+    account_epsilon,
+    calibrate_noise,
+    per_sample_clipped_grad_sum,
+    svd_refactor,
+)
+from eff_shared.federated import InProcessRunner, dirichlet_partition
+from eff_shared.reproduce import Claim, Result
+
+__all__ = ["FedSVDRunConfig", "run"]
+
+
+@dataclass(frozen=True)
+class FedSVDRunConfig:
+    rank: int = 4
+    epsilon: float = 6.0
+    delta: float = 1e-5
+    clients: int = 6
+    clients_per_round: int = 3
+    rounds: int = 40
+    local_steps: int = 10
+    batch_size: int = 64
+    lr: float = 0.5
+    max_grad_norm: float = 1.0
+    dirichlet_alpha: float = 0.5
+    n_train: int = 4800
+    # Size of the rank-4 target shift relative to ||W0||; 3.0 puts the unadapted model's accuracy
+    # (0.39) where the spec's prototype had it (0.388).
+    shift: float = 3.0
+
+
+class _Recorder:
+    """Wraps FedSVD's aggregator and measures the re-factorisation after every server step."""
+
+    def __init__(self, inner: FedSVDAggregator, a0: dict[str, torch.Tensor]) -> None:
+        self.inner, self.a0 = inner, a0
+        self.orth_err = self.product_err = self.angle = 0.0
+
+    def aggregate(self, global_state, replies, round_idx):
+        before = FFALoRAAggregator().aggregate(global_state, replies, round_idx)  # B + ΔB, A kept
+        new = self.inner.aggregate(global_state, replies, round_idx)
+        for name, (a_key, b_key) in lora_pairs(new).items():
+            a = new[a_key].double()
+            self.orth_err = max(
+                self.orth_err, float((a @ a.T - torch.eye(a.shape[0], dtype=a.dtype)).abs().max())
+            )
+            ba, ba_new = before[b_key].double() @ before[a_key].double(), new[b_key].double() @ a
+            self.product_err = max(self.product_err, float((ba_new - ba).norm() / ba.norm()))
+            self.angle = max(
+                self.angle,
+                float(subspace_angles(a.T.numpy(), self.a0[name].double().T.numpy()).max()),
+            )
+        return new
+
+
+def _opacus_crosscheck(model, x, y, clip) -> float:
+    """max |ours − Opacus GradSampleModule| over the clipped per-sample gradient sum of lora_B."""
+    import copy
+
+    from opacus import GradSampleModule
+
+    names = trainable_names(model, "B")
+    ours, _ = per_sample_clipped_grad_sum(model, names, x, y, clip)
+    gsm = GradSampleModule(copy.deepcopy(model), loss_reduction="sum")  # hooks stay on the copy
+    for n, p in gsm.named_parameters():
+        p.requires_grad_(any(n.endswith(t) for t in names))
+    with warnings.catch_warnings():
+        # Opacus' full backward hooks fire although the input needs no gradient: expected here.
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        torch.nn.functional.cross_entropy(gsm(x), y, reduction="sum").backward()
+    err = 0.0
+    for n, p in gsm.named_parameters():
+        key = next((t for t in names if n.endswith(t)), None)
+        if key is None:
+            continue
+        gs = p.grad_sample
+        norms = gs.flatten(1).norm(dim=1)
+        clipped = torch.einsum("i,i...->...", (clip / (norms + 1e-6)).clamp(max=1.0), gs)
+        err = max(err, float((clipped - ours[key]).abs().max()))
+    return err
+
+
+def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) -> Result:
+    cfg = cfg or FedSVDRunConfig()
+    task = make_lowrank_task(seed, n_train=cfg.n_train, shift=cfg.shift)
+    parts = dirichlet_partition(
+        task.y_train.numpy(), cfg.clients, cfg.dirichlet_alpha, seed, min_size=cfg.batch_size
+    )
+    client_data = [(task.x_train[p], task.y_train[p]) for p in parts]
+    mean_size = float(np.mean([len(p) for p in parts]))
+    sample_rate = cfg.batch_size / mean_size * cfg.clients_per_round / cfg.clients
+    steps = cfg.local_steps * cfg.rounds
+    dp = DPConfig(cfg.epsilon, cfg.delta, cfg.max_grad_norm)
+    sigma = calibrate_noise(dp, sample_rate, steps)
+    eps_spent = account_epsilon(sigma, sample_rate, steps, cfg.delta)
+
+    result = Result(name="llm.fedsvd", mode=mode, seed=seed)  # type: ignore[arg-type]
+    accs, uploads = {}, {}
+    base_model = lora_model(task, cfg.rank, seed)
+    accs["base (no adaptation)"] = accuracy(base_model, task.x_test, task.y_test)
+    init_state = lora_state(base_model)
+    recorder = None
+    for label, mode_name, agg in (
+        ("FedSVD", "fedsvd", FedSVDAggregator()),
+        ("FFA-LoRA", "ffa", FFALoRAAggregator()),
+        ("FedAvg-LoRA", "fedavg", FedAvgLoRAAggregator()),
+    ):
+        model = lora_model(task, cfg.rank, seed)
+        client = make_dp_lora_client(
+            model,
+            mode_name,
+            sigma=sigma,
+            max_grad_norm=cfg.max_grad_norm,
+            lr=cfg.lr,
+            steps=cfg.local_steps,
+            batch_size=cfg.batch_size,
+        )  # type: ignore[arg-type]
+        if mode_name == "fedsvd":
+            a0 = {n: init_state[a] for n, (a, _) in lora_pairs(init_state).items()}
+            agg = recorder = _Recorder(agg, a0)  # type: ignore[assignment]
+        res = InProcessRunner(cfg.rounds, cfg.clients_per_round, seed).run(
+            dict(init_state), client, agg, client_data
+        )
+        load_lora_state(model, res.final_state)
+        accs[label] = accuracy(model, task.x_test, task.y_test)
+        uploads[label] = sorted({c.upload_bytes for c in res.comm})
+    assert recorder is not None
+
+    # Economical vs full SVD on a random (non-orthonormal) pair.
+    g = torch.Generator().manual_seed(seed)
+    a_r, b_r = (
+        torch.randn(cfg.rank, 64, generator=g, dtype=torch.float64),
+        torch.randn(32, cfg.rank, generator=g, dtype=torch.float64),
+    )
+    (ae, be), (af, bf) = svd_refactor(a_r, b_r), svd_refactor(a_r, b_r, economical=False)
+    signs = torch.sign((ae * af).sum(1))
+    econ_err = max(
+        float((ae - signs[:, None] * af).abs().max()), float((be - bf * signs).abs().max())
+    )
+    torch.manual_seed(seed)
+    xb, yb = task.x_train[:64], task.y_train[:64]
+    opacus_err = _opacus_crosscheck(lora_model(task, cfg.rank, seed), xb, yb, cfg.max_grad_norm)
+
+    b_bytes = 32 * cfg.rank * 4
+    result.table = [
+        {
+            "method": k,
+            "test accuracy": v,
+            "sigma": sigma if k != "base (no adaptation)" else 0.0,
+            "upload bytes/client/round": (uploads.get(k) or [0])[0],
+        }
+        for k, v in accs.items()
+    ]
+    result.claims += [
+        Claim("FedSVD: max |A Aᵀ - I_r| after every server step", recorder.orth_err, 1e-5, "<="),
+        Claim(
+            "FedSVD: max ||B'A' - BA|| / ||BA|| over server steps", recorder.product_err, 1e-5, "<="
+        ),
+        Claim(
+            "FedSVD: largest principal angle between row space(A_t) and row space(A_0)",
+            recorder.angle,
+            1e-3,
+            "<=",
+            unit="rad",
+        ),
+        Claim(
+            "economical re-factorisation equals the full SVD (max abs difference, sign-aligned)",
+            econ_err,
+            1e-5,
+            "<=",
+        ),
+        Claim(
+            "clipped per-sample gradient sum: ours vs Opacus GradSampleModule (max abs difference)",
+            opacus_err,
+            1e-6,
+            "<=",
+        ),
+        Claim(
+            "epsilon re-accounted by RDPAccountant, relative error vs the target",
+            abs(eps_spent - cfg.epsilon) / cfg.epsilon,
+            0.01,
+            "<=",
+        ),
+        Claim(
+            "FedSVD/FFA-LoRA clients upload only B: bytes per upload differ from d_out*r*4 (count)",
+            sum(u != [b_bytes] for k, u in uploads.items() if k != "FedAvg-LoRA"),
+            0,
+            "<=",
+        ),
+        Claim(
+            "accuracy FedSVD - FFA-LoRA (same sigma, seed)",
+            accs["FedSVD"] - accs["FFA-LoRA"],
+            -0.01,
+            ">=",
+        ),
+        Claim("accuracy FedSVD - base", accs["FedSVD"] - accs["base (no adaptation)"], 0.03, ">="),
+    ]
+    result.metrics.update(
+        {
+            "sigma": sigma,
+            "epsilon_spent": eps_spent,
+            "sample_rate": sample_rate,
+            "steps": steps,
+            **{f"accuracy[{k}]": v for k, v in accs.items()},
+        }
+    )
+    result.notes.append(
+        f"FedSVD vs FedAvg-LoRA (the paper's headline, not claimed): {accs['FedSVD']:.3f} vs {accs['FedAvg-LoRA']:.3f}. "
+        "The row space of A never leaves that of A_0 (measured angle above), so FedSVD can only match FFA-LoRA "
+        "when the target's input directions lie outside it; the spec's prototype saw the same."
+    )
+    if mode == "full":  # the spec prototype's second setting, reported (no claim)
+        alt = run("quick", seed, FedSVDRunConfig(rank=16, epsilon=1.0))
+        result.metrics["r16_eps1"] = {
+            k: v for k, v in alt.metrics.items() if k.startswith(("accuracy", "sigma"))
+        }
+        result.notes.append(
+            "r = 16, epsilon = 1: "
+            + ", ".join(f"{r['method']} {r['test accuracy']:.3f}" for r in alt.table)
+        )
+    result.notes.append(
+        f"rank {cfg.rank}, epsilon {cfg.epsilon}, delta {cfg.delta}, sigma {sigma:.4f}, "
+        f"{cfg.rounds} rounds x {cfg.clients_per_round}/{cfg.clients} clients, {cfg.local_steps} local steps"
+    )
+    return result
