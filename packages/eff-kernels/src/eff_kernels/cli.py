@@ -1,5 +1,256 @@
-"""`eff kernels ...`: the command-line entry of eff-kernels, plugged into `eff` via `eff.commands`."""
+"""`eff kernels ...`: the command-line entry of eff-kernels, plugged into `eff` via `eff.commands`.
+
+``eff kernels sage-attention`` (accuracy of INT8/FP8/NVFP4/MXFP4 attention vs float64 and KV bytes
+per token), ``eff kernels lrqk`` (selection quality and transfers of LRQK vs baselines),
+``eff kernels paretoq`` (PTQ vs QAT per bit width, optional budget split) and ``eff kernels bench``
+(the GPU benchmark; ``--dry-run`` runs it on CPU with tiny shapes).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
 
 from eff_shared.cli import domain_app
+from eff_shared.report import format_value
 
 app = domain_app("eff-kernels", torch_report=True)
+
+JsonOpt = Annotated[
+    Path | None, typer.Option("--json", help="Also write the results as JSON here.")
+]
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _print_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    """A plain aligned text table (kept free of extra dependencies)."""
+    cells = [[format_value(r.get(c, "")) for c in columns] for r in rows]
+    widths = [
+        max(len(c), *(len(row[i]) for row in cells)) if cells else len(c)
+        for i, c in enumerate(columns)
+    ]
+    typer.echo(f"\n{title}")
+    typer.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    typer.echo("  ".join("-" * w for w in widths))
+    for row in cells:
+        typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+
+
+def _write_json(path: Path | None, data: Any) -> None:
+    if path is not None:
+        path.write_text(json.dumps(data, indent=1, default=str))
+        typer.echo(f"\nwritten: {path}")
+
+
+@app.command("sage-attention")
+def sage_attention_cmd(
+    dist: Annotated[
+        str, typer.Option("--dist", help="Comma-separated: gauss,peaky,outlier.")
+    ] = "gauss,peaky,outlier",
+    seq: Annotated[int, typer.Option("--seq", min=1, help="Sequence length N = M.")] = 1024,
+    head_dim: Annotated[int, typer.Option("--head-dim", min=1, max=256, help="Head dim D.")] = 64,
+    heads: Annotated[int, typer.Option("--heads", min=1, help="Heads H.")] = 4,
+    formats: Annotated[
+        str,
+        typer.Option(
+            "--formats",
+            help="Comma-separated: int8-fp16,int8-fp16-nosmooth,int8-fp8,nvfp4,nvfp4-nosmooth,mxfp4.",
+        ),
+    ] = "int8-fp16,int8-fp8,nvfp4,mxfp4",
+    causal: Annotated[bool, typer.Option("--causal", help="Causal attention.")] = False,
+    backward: Annotated[
+        bool, typer.Option("--backward", help="Also measure SageBwd gradients (gauss, outlier).")
+    ] = False,
+    backend: Annotated[
+        str, typer.Option("--backend", help="reference | triton (interpreted on CPU).")
+    ] = "reference",
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    json_path: JsonOpt = None,
+) -> None:
+    """Accuracy of SageAttention formats vs float64 attention (cos, rel-L1, RMSE) and KV bytes per token."""
+    import torch
+
+    from eff_kernels.attention import kv_bytes_per_token
+    from eff_kernels.reproduce.sage_attention import (
+        DISTS,
+        FORMATS,
+        SageConfig,
+        accuracy_table,
+        sagebwd_errors,
+    )
+
+    torch.set_num_threads(1)
+    dists, fmts = _csv(dist), _csv(formats)
+    for d in dists:
+        if d not in DISTS:
+            raise typer.BadParameter(
+                f"unknown dist {d!r}; valid: {', '.join(DISTS)}", param_hint="--dist"
+            )
+    for f in fmts:
+        if f not in FORMATS:
+            raise typer.BadParameter(
+                f"unknown format {f!r}; valid: {', '.join(FORMATS)}", param_hint="--formats"
+            )
+    if backend not in ("reference", "triton"):
+        raise typer.BadParameter("must be one of ['reference', 'triton']", param_hint="--backend")
+    cfg = SageConfig(heads=heads, seq=seq, head_dim=head_dim, bwd_seq=min(512, seq))
+    rows = accuracy_table(cfg, [seed], tuple(dists), tuple(fmts), backend=backend, is_causal=causal)
+    _print_table(
+        f"SageAttention vs float64 attention (B=1, H={heads}, N={seq}, D={head_dim}, causal={causal}, {backend})",
+        rows,
+        ["dist", "format", "cos", "rel_l1", "rmse"],
+    )
+    kv = [
+        {"format": f, **kv_bytes_per_token(f, head_dim)}
+        for f in ("fp16", "int8-fp16", "int8-fp8", "nvfp4", "mxfp4")
+    ]
+    _print_table(
+        f"KV cache bytes per token and head (D={head_dim}, measured from quantized tensors)",
+        kv,
+        ["format", "bytes_per_token", "ratio_to_fp16"],
+    )
+    out: dict[str, Any] = {"accuracy": rows, "kv_bytes_per_token": kv}
+    if backward:
+        bwd = []
+        for d in ("gauss", "outlier"):
+            for smooth in (True, False):
+                e = sagebwd_errors(cfg, d, seed, smooth_k=smooth, backend=backend)
+                bwd.append(
+                    {
+                        "dist": d,
+                        "smooth_k": smooth,
+                        **{f"{k} cos": v["cos"] for k, v in e.items()},
+                        **{f"{k} rel_l1": v["rel_l1"] for k, v in e.items()},
+                    }
+                )
+        cols = ["dist", "smooth_k"] + [
+            f"{n} {m}" for n in ("O", "dQ", "dK", "dV") for m in ("cos", "rel_l1")
+        ]
+        _print_table(
+            f"SageBwd (INT8, dP in FP16) vs float64 autograd (H={cfg.bwd_heads}, N={cfg.bwd_seq})",
+            bwd,
+            cols,
+        )
+        out["sagebwd"] = bwd
+    _write_json(json_path, out)
+
+
+@app.command("lrqk")
+def lrqk_cmd(
+    seq: Annotated[int, typer.Option("--seq", min=2, help="Prefill length L.")] = 1024,
+    decode: Annotated[int, typer.Option("--decode", min=1, help="Decode steps T.")] = 16,
+    rank: Annotated[int, typer.Option("--rank", min=1, help="Rank r of the Q/K factors.")] = 8,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="Selected tokens k.")] = 64,
+    window: Annotated[int, typer.Option("--window", min=0, help="Recent window w.")] = 16,
+    heads: Annotated[int, typer.Option("--heads", min=1)] = 2,
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    json_path: JsonOpt = None,
+) -> None:
+    """LRQK vs oracle top-k, PCA-of-K (Loki-like), random projection and the recent window."""
+    import torch
+
+    from eff_kernels.reproduce.lrqk import LRQKReproConfig, simulate
+
+    torch.set_num_threads(1)
+    if rank > 64:
+        raise typer.BadParameter("must be <= head_dim (64)", param_hint="--rank")
+    cfg = LRQKReproConfig(
+        heads=heads, prefill=seq, decode=decode, rank=rank, top_k=top_k, window=window
+    )
+    res = simulate(cfg, seed)
+    rows = [{"method": n, **res[n]} for n in ("lrqk", "oracle", "pca_k", "rand_proj", "window")]
+    _print_table(
+        f"LRQK selection (L={seq}, T={decode}, r={rank}, k={top_k}, w={window}, seed {seed})",
+        rows,
+        ["method", "recall", "mass", "relerr"],
+    )
+    typer.echo(
+        f"\ntransferred K/V rows per step / k: {format_value(res['transferred_per_k'])} "
+        f"(1.0 without hit/miss); hit rate {format_value(res['hit_rate'])}"
+    )
+    _write_json(json_path, res)
+
+
+@app.command("paretoq")
+def paretoq_cmd(
+    bits: Annotated[
+        str, typer.Option("--bits", help="Comma-separated bit widths from 1,1.58,2,3,4.")
+    ] = "1,1.58,2,3,4",
+    steps: Annotated[
+        int, typer.Option("--steps", min=1, help="FP training steps (also the split budget).")
+    ] = 800,
+    qat_steps: Annotated[
+        int, typer.Option("--qat-steps", min=1, help="QAT steps after FP training.")
+    ] = 200,
+    split: Annotated[
+        str | None, typer.Option("--split", help="FP fractions of the budget, e.g. 0,0.5,0.9.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    json_path: JsonOpt = None,
+) -> None:
+    """ParetoQ on the teacher–student task: PTQ vs QAT rel_mse and weight change per bit width."""
+    import torch
+
+    from eff_kernels.paretoq import ParetoQConfig
+    from eff_kernels.reproduce.paretoq import ParetoQReproConfig, budget_split, sweep
+
+    torch.set_num_threads(1)
+    try:
+        bit_list = tuple(ParetoQConfig(bits=float(b)).bits for b in _csv(bits))
+        fractions = tuple(float(s) for s in _csv(split)) if split else ()
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if any(not 0 <= f < 1 for f in fractions):
+        raise typer.BadParameter("fractions must lie in [0, 1)", param_hint="--split")
+    cfg = ParetoQReproConfig(fp_steps=steps, qat_steps=qat_steps)
+    res = sweep(cfg, seed, bit_list)
+    rows = [{"bits": b, **v} for b, v in res["bits"].items()]
+    _print_table(
+        f"ParetoQ, teacher–student (FP rel_mse {format_value(res['fp_rel_mse'])}, seed {seed})",
+        rows,
+        ["bits", "ptq_rel_mse", "qat_rel_mse", "weight_change"],
+    )
+    out: dict[str, Any] = {"sweep": res}
+    if fractions:
+        sp = [r for b in bit_list for r in budget_split(cfg, seed, b, fractions, total=steps)]
+        _print_table(
+            f"budget split: {steps} steps, a fraction in FP then QAT (information)",
+            sp,
+            ["bits", "fp_fraction", "rel_mse"],
+        )
+        out["budget_split"] = sp
+    _write_json(json_path, out)
+
+
+@app.command("bench")
+def bench_cmd(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Tiny shapes on CPU (Triton interpreted).")
+    ] = False,
+    sections: Annotated[
+        str, typer.Option("--sections", help="Comma-separated: attention,lrqk,paretoq.")
+    ] = "attention,lrqk,paretoq",
+    json_path: JsonOpt = None,
+) -> None:
+    """GPU benchmark of the kernels (TOPS vs SDPA, LRQK decode, low-bit GEMM); see tools/bench/kernels_gpu.py."""
+    from eff_kernels.bench import SECTIONS, run_bench
+
+    chosen = _csv(sections)
+    for s in chosen:
+        if s not in SECTIONS:
+            raise typer.BadParameter(
+                f"unknown section {s!r}; valid: {', '.join(SECTIONS)}", param_hint="--sections"
+            )
+    try:
+        res = run_bench(dry_run=dry_run, sections=chosen, echo=typer.echo)
+    except RuntimeError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--dry-run") from exc
+    _write_json(json_path, res)
+    if not res["ok"]:
+        raise typer.Exit(1)
