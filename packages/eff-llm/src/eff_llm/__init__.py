@@ -1,3 +1,48 @@
 """eff-llm: Adapters, decoding, federated fine-tuning and training methods on Hugging Face models (S'MoRE, DEFT, LoRASuite, FedSVD, YOCO, OmniDraft, SVDecode, HeavyWater/SimplexWater, LRC, Nemotron-Flash, GAIN-RL, prompt-tuning memorization)."""
 
-__all__: list[str] = []
+import importlib
+from typing import Any
+
+# Public names imported on first use (PEP 562), so ``import eff_llm`` does not load torch,
+# transformers or peft: {name: module}.
+_LAZY: dict[str, str] = {
+    # S'MoRE and its MoLoRA baseline
+    "SMoREConfig": "eff_llm.smore",
+    "SMoREModel": "eff_llm.smore",
+    "SMoRELinear": "eff_llm.smore",
+    "get_smore_model": "eff_llm.smore",
+    "smore_parameter_count": "eff_llm.smore",
+    "MoLoRAConfig": "eff_llm.smore",
+    "get_molora_model": "eff_llm.smore",
+    # DEFT (peft's implementation, checked against the paper)
+    "DeftConfig": "eff_llm.deft",
+    "get_deft_model": "eff_llm.deft",
+    "deft_delta": "eff_llm.deft",
+    # LoRASuite
+    "LoRASuiteConfig": "eff_llm.lorasuite",
+    "TransferReport": "eff_llm.lorasuite",
+    "transfer_lora": "eff_llm.lorasuite",
+    "embedding_transfer_matrix": "eff_llm.lorasuite",
+    "linear_cka": "eff_llm.lorasuite",
+    "monotone_layer_alignment": "eff_llm.lorasuite",
+    "head_alignment": "eff_llm.lorasuite",
+    "prepare_lft_model": "eff_llm.lorasuite",
+    "derive_updated_model": "eff_llm.lorasuite",
+    # prompt-tuning memorization
+    "SoftPromptClassifier": "eff_llm.prompt_memorization",
+    "fit_prompt": "eff_llm.prompt_memorization",
+    "make_memorization_dataset": "eff_llm.prompt_memorization",
+    "make_random_backbone": "eff_llm.prompt_memorization",
+    "memorization_sweep": "eff_llm.prompt_memorization",
+    "min_prompt_length": "eff_llm.prompt_memorization",
+}
+
+__all__: list[str] = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'eff_llm' has no attribute {name!r}")

@@ -1,0 +1,315 @@
+"""Reproduction ``llm.smore``: S'MoRE vs LoRA and MoLoRA on a clustered regression toy.
+
+Teacher (spec): D = 32, x = c_g + c_j + noise·ε with g, j ∈ {0..3}, y = (W0 + ΔW_g + ΔW_j + ΔW_gj) x
+(rank-2 group and sub-group deltas, rank-1 pair deltas). Every student wraps the frozen
+``Linear(W0)``; Adam 3e-3, batch 256, 800 steps; rel-MSE = test MSE / MSE of W0 alone.
+
+Claims (the spec's thresholds, seed 0): S'MoRE (L = 2, s = f = r = (4, 4) / (2, 2) / (2, 2), tanh,
+switch gate, ``w_final_zero``) rel-MSE ≤ 0.06; LoRA at any rank ≤ D ≥ 0.25 (its update cannot depend on
+the input; measured as the smaller of the trained LoRA and the least-squares optimum of any linear
+update); S'MoRE ≤ 0.25 × LoRA; non-inferiority S'MoRE ≤ 2.5 × MoLoRA (E = 8, r = 6, top-2) at equal
+trainable parameters (±5 %); and the exactness items (``w_final_zero`` output = base, ``eq_1_layer``
+2-layer = 1-layer mixture with the same selections, trainable count = budget formula).
+The paper's "beats mixture-of-LoRA at equal budget" did not reproduce in the spec's prototype and is
+reported, not claimed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from eff_llm._data import ClusteredRegression, clustered_regression
+from eff_shared.reproduce import Claim, Result
+
+__all__ = ["SMoREReproConfig", "eq_1_layer_gap", "experiment", "run"]
+
+
+@dataclass(frozen=True)
+class SMoREReproConfig:
+    dim: int = 32
+    groups: int = 4
+    noise: float = 0.5
+    delta_scale: float = 1.0
+    steps: int = 800
+    batch_size: int = 256
+    lr: float = 3e-3
+    test_size: int = 4096
+    num_experts: tuple[int, ...] = (4, 4)
+    num_active: tuple[int, ...] = (2, 2)
+    expert_ranks: tuple[int, ...] = (2, 2)
+    gate_dims: int = 14  # with down_proj_dim 16 the S'MoRE budget is within 3 % of MoLoRA's
+    down_proj_dim: int = 16
+    molora_experts: int = 8
+    molora_rank: int = 6
+    molora_active: int = 2
+    lora_rank: int = 26  # ≈ half the budget: LoRA cannot use more than rank D anyway
+
+
+class _Host(nn.Module):
+    """The frozen base layer the students wrap (target module ``proj``)."""
+
+    def __init__(self, w0: torch.Tensor) -> None:
+        super().__init__()
+        self.proj = nn.Linear(w0.shape[1], w0.shape[0], bias=False)
+        with torch.no_grad():
+            self.proj.weight.copy_(w0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x)
+
+
+def _smore_config(cfg: SMoREReproConfig, **over: Any):
+    from eff_llm.smore import SMoREConfig
+
+    kw = dict(
+        num_experts=list(cfg.num_experts),
+        num_active=list(cfg.num_active),
+        expert_ranks=list(cfg.expert_ranks),
+        target_modules=["proj"],
+        gate_dims=[cfg.gate_dims],
+        down_proj_dim=cfg.down_proj_dim,
+    )
+    kw.update(over)
+    return SMoREConfig(**kw)
+
+
+def _train(
+    model: nn.Module, task: ClusteredRegression, cfg: SMoREReproConfig, seed: int
+) -> dict[str, float]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=cfg.lr)
+    gen = torch.Generator().manual_seed(seed + 1)
+    aux = getattr(model, "aux_loss", None)
+    model.train()
+    start = time.perf_counter()
+    for _ in range(cfg.steps):
+        x, y = task.sample(cfg.batch_size, gen)
+        loss = nn.functional.mse_loss(model(x), y)
+        if aux is not None:
+            loss = loss + aux()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    model.eval()
+    return {
+        "s/step": (time.perf_counter() - start) / cfg.steps,
+        "params": sum(p.numel() for p in params),
+    }
+
+
+@torch.no_grad()
+def _rel_mse(model: nn.Module, x: torch.Tensor, y: torch.Tensor, base: float) -> float:
+    return float(nn.functional.mse_loss(model(x), y)) / base
+
+
+@torch.no_grad()
+def eq_1_layer_gap(seed: int = 0, dim: int = 32, tokens: int = 64) -> float:
+    """Max |Δ| between a 2-layer ``eq_1_layer`` S'MoRE (identity activation) and the 1-layer mixture
+    over the union of its experts with the same selections (App. C.2.1).
+
+    Root expert k contributes s_k·W_f[:, block k] A_1^k x, leaf j contributes
+    (Σ_{k ∋ j} s_k s_{j|k})·W_f[:, s_1 r_1 + block j] A_0^j x. W_f and b_f are drawn at random (at init
+    W_f = 0 would make the check trivial).
+    """
+    from eff_llm.smore import SMoREConfig, SMoRELinear
+
+    torch.manual_seed(seed)
+    cfg = SMoREConfig(
+        num_experts=[4, 4],
+        num_active=[2, 2],
+        expert_ranks=[2, 2],
+        init_method="eq_1_layer",
+        expert_act="identity",
+    )
+    layer = SMoRELinear(nn.Linear(dim, dim, dtype=torch.float64), cfg)
+    nn.init.normal_(layer.smore_W_final)
+    nn.init.normal_(layer.smore_W_final_bias)
+    x = torch.randn(tokens, dim, dtype=torch.float64)
+    got, _ = layer.delta(x)
+    (idx0, s0), (idx1, s1) = layer.last_routing
+    r0, r1, n1 = cfg.expert_ranks[0], cfg.expert_ranks[1], cfg.num_experts[1]
+    wf = layer.smore_W_final
+    want = layer.smore_W_final_bias.expand(tokens, -1).clone()
+    for t in range(tokens):
+        for a in range(idx1.shape[1]):
+            k = int(idx1[t, a])
+            block = wf[:, k * r1 : (k + 1) * r1]
+            want[t] += s1[t, a] * block @ (layer.smore_A[1][k] @ x[t])
+            for b in range(idx0.shape[2]):
+                j = int(idx0[t, a, b])
+                block = wf[:, n1 * r1 + j * r0 : n1 * r1 + (j + 1) * r0]
+                want[t] += s1[t, a] * s0[t, a, b] * block @ (layer.smore_A[0][j] @ x[t])
+    return float((got - want).abs().max())
+
+
+def experiment(cfg: SMoREReproConfig, seed: int = 0) -> dict[str, Any]:
+    """Train every student on the same task and data stream; return rows and exactness checks."""
+    from peft import LoraConfig, get_peft_model
+
+    from eff_llm._adapters import peft_deprecations_silenced
+    from eff_llm.smore import (
+        MoLoRAConfig,
+        get_molora_model,
+        get_smore_model,
+        smore_parameter_count,
+    )
+
+    task = clustered_regression(cfg.dim, cfg.groups, cfg.noise, cfg.delta_scale, seed=seed)
+    x_test, y_test = task.sample(cfg.test_size, torch.Generator().manual_seed(seed + 10_000))
+    base = float(nn.functional.mse_loss(x_test @ task.w0.t(), y_test))
+    x_fit, y_fit = task.sample(cfg.test_size, torch.Generator().manual_seed(seed + 20_000))
+    # The best any input-independent update (LoRA at any rank ≤ D) can do: least squares on x → y.
+    w_best = torch.linalg.lstsq(x_fit, y_fit).solution.t()
+    linear_floor = float(nn.functional.mse_loss(x_test @ w_best.t(), y_test)) / base
+
+    rows: list[dict[str, Any]] = []
+
+    def add(name: str, model: nn.Module, gate_params: int = 0) -> float:
+        stats = _train(model, task, cfg, seed)
+        rel = _rel_mse(model, x_test, y_test, base)
+        rows.append(
+            {
+                "method": name,
+                "params": stats["params"],
+                "gate params": gate_params,
+                "rel-MSE": rel,
+                "s/step": stats["s/step"],
+            }
+        )
+        return rel
+
+    scfg = _smore_config(cfg)
+    smore = get_smore_model(_Host(task.w0), scfg, seed=seed)
+    with torch.no_grad():
+        x = x_test[:256]
+        init_gap = float((smore(x) - x @ task.w0.t()).abs().max())
+    budget = smore_parameter_count(scfg, cfg.dim, cfg.dim)
+    count = smore.num_trainable_parameters()
+    gates = count - smore.num_trainable_parameters(exclude_gates=True)
+    smore_rel = add("S'MoRE " + "/".join(map(str, cfg.num_active)), smore, gates)
+    molora = get_molora_model(
+        _Host(task.w0),
+        MoLoRAConfig(
+            cfg.molora_experts, cfg.molora_active, cfg.molora_rank, target_modules=["proj"]
+        ),
+        seed=seed,
+    )
+    molora_rel = add(
+        f"MoLoRA E={cfg.molora_experts} r={cfg.molora_rank}", molora, cfg.dim * cfg.molora_experts
+    )
+    torch.manual_seed(seed)
+    with peft_deprecations_silenced():
+        lora = get_peft_model(
+            _Host(task.w0),
+            LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_rank, target_modules=["proj"]),
+        )
+    lora_rel = add(f"LoRA r={cfg.lora_rank}", lora)
+    rows.append(
+        {
+            "method": "any linear update (least squares)",
+            "params": cfg.dim * cfg.dim,
+            "gate params": 0,
+            "rel-MSE": linear_floor,
+            "s/step": float("nan"),
+        }
+    )
+    return {
+        "rows": rows,
+        "smore": smore_rel,
+        "molora": molora_rel,
+        "lora": lora_rel,
+        "linear_floor": linear_floor,
+        "init_gap": init_gap,
+        "count": count,
+        "budget": budget["total"],
+        "param_ratio": count / rows[1]["params"],
+    }
+
+
+def run(mode: str = "quick", seed: int = 0, cfg: SMoREReproConfig | None = None) -> Result:
+    cfg = cfg or SMoREReproConfig()
+    torch.set_num_threads(1)
+    out = experiment(cfg, seed)
+    result = Result(name="llm.smore", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result.table = out["rows"]
+    lora_any = min(out["lora"], out["linear_floor"])
+    result.claims = [
+        Claim(
+            "S'MoRE (L=2, tanh, switch, w_final_zero) test rel-MSE (MSE / MSE of the frozen W0)",
+            out["smore"],
+            0.06,
+            "<=",
+        ),
+        Claim(
+            "LoRA at any rank <= D test rel-MSE (min of trained LoRA and the least-squares linear "
+            "update): input-independent updates cannot fit the clustered teacher",
+            lora_any,
+            0.25,
+            ">=",
+        ),
+        Claim("S'MoRE rel-MSE / LoRA rel-MSE", out["smore"] / out["lora"], 0.25, "<="),
+        Claim(
+            "non-inferiority: S'MoRE rel-MSE / MoLoRA (E=8, r=6, top-2) rel-MSE at equal budget",
+            out["smore"] / out["molora"],
+            2.5,
+            "<=",
+        ),
+        Claim(
+            "budget match: |S'MoRE params / MoLoRA params - 1|",
+            abs(out["param_ratio"] - 1),
+            0.05,
+            "<=",
+        ),
+        Claim(
+            "w_final_zero at init: max |S'MoRE output - base output|", out["init_gap"], 0.0, "<="
+        ),
+        Claim(
+            "eq_1_layer: max |2-layer S'MoRE - 1-layer mixture with the same selections|",
+            eq_1_layer_gap(seed),
+            1e-6,
+            "<=",
+        ),
+        Claim(
+            "|trainable parameters - budget formula|", abs(out["count"] - out["budget"]), 0.0, "<="
+        ),
+    ]
+    result.metrics = {
+        "config": asdict(cfg),
+        "smore_rel_mse": out["smore"],
+        "molora_rel_mse": out["molora"],
+        "lora_rel_mse": out["lora"],
+        "linear_floor_rel_mse": out["linear_floor"],
+        "smore_params": out["count"],
+    }
+    result.notes.append(
+        "Paper claim 'S'MoRE beats mixture-of-LoRA at equal budget': "
+        f"S'MoRE {out['smore']:.4f} vs MoLoRA {out['molora']:.4f} rel-MSE "
+        f"({'reproduced' if out['smore'] < out['molora'] else 'not reproduced'} at this scale; "
+        "at D = 32 the router, down-projection and the shared W_f take most of S'MoRE's budget, "
+        f"and every output passes through the d_L = {sum(s * r for s, r in zip(cfg.num_experts, cfg.expert_ranks, strict=True))}"
+        "-dimensional range of W_f)."
+    )
+    if mode == "full":
+        series: dict[str, list[float]] = {"x": [], "S'MoRE": [], "MoLoRA": []}
+        for noise in (0.0, 0.25):
+            o = experiment(replace(cfg, noise=noise), seed)
+            series["x"].append(noise)
+            series["S'MoRE"].append(o["smore"])
+            series["MoLoRA"].append(o["molora"])
+        series["x"].append(cfg.noise)
+        series["S'MoRE"].append(out["smore"])
+        series["MoLoRA"].append(out["molora"])
+        result.series["rel-MSE vs within-cluster noise"] = series
+        result.notes.append(
+            "Sensitivity to the within-cluster noise (rel-MSE S'MoRE / MoLoRA): "
+            + ", ".join(
+                f"noise {n}: {s:.4f} / {m:.4f}"
+                for n, s, m in zip(series["x"], series["S'MoRE"], series["MoLoRA"], strict=True)
+            )
+        )
+    return result

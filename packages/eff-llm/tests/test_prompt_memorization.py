@@ -1,0 +1,154 @@
+import pytest
+import torch
+
+from eff_llm.prompt_memorization import (
+    SoftPromptClassifier,
+    fit_prompt,
+    make_memorization_dataset,
+    make_random_backbone,
+    memorization_sweep,
+    min_prompt_length,
+)
+
+
+def test_logits_are_the_tied_lm_head_scores_of_the_label_tokens():
+    """GPT2 ties lm_head to the token embedding, so the classifier's logits must equal the LM's
+    next-token logits at the label ids for the sequence [P; E(x)]."""
+    backbone = make_random_backbone("gpt2")
+    clf = SoftPromptClassifier(backbone, 3, [0, 1, 2, 3], seed=1)
+    x, _ = make_memorization_dataset(5, seed=0)
+    with torch.no_grad():
+        embeds = torch.cat(
+            [clf.prompt.expand(5, -1, -1), backbone.get_input_embeddings()(x)], dim=1
+        )
+        lm = backbone(inputs_embeds=embeds).logits[:, -1, :4]
+        torch.testing.assert_close(clf(x), lm, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
+def test_only_the_prompt_trains_and_the_backbone_is_untouched(arch):
+    backbone = make_random_backbone(arch)
+    before = {k: v.clone() for k, v in backbone.state_dict().items()}
+    clf = SoftPromptClassifier(backbone, 4, range(4))
+    assert [n for n, p in clf.named_parameters() if p.requires_grad] == ["prompt"]
+    x, y = make_memorization_dataset(8, seed=1)
+    res = fit_prompt(clf, x, y, max_steps=5)
+    assert res.steps <= 5 and 0.0 <= res.accuracy <= 1.0
+    assert all(torch.equal(before[k], v) for k, v in backbone.state_dict().items())
+
+
+def test_fit_stops_at_the_first_step_with_full_accuracy():
+    backbone = make_random_backbone("gpt2", initializer_range=0.2)
+    x, y = make_memorization_dataset(8, seed=2)
+    clf = SoftPromptClassifier(backbone, 8, range(4))
+    res = fit_prompt(clf, x, y)
+    assert res.memorized and res.accuracy == 1.0 and res.steps < 300
+    with torch.no_grad():
+        assert bool((clf(x).argmax(-1) == y).all())  # the returned prompt memorizes
+
+
+def test_min_prompt_length_returns_the_first_memorizing_length():
+    backbone = make_random_backbone("gpt2", initializer_range=0.2)
+    x, y = make_memorization_dataset(8, seed=2)
+    history: list[dict] = []
+    m = min_prompt_length(backbone, x, y, (1, 2, 4, 8), history=history)
+    assert m is not None and [h["m"] for h in history] == [g for g in (1, 2, 4, 8) if g <= m]
+    assert history[-1]["memorized"] and not any(h["memorized"] for h in history[:-1])
+
+
+def test_datasets_are_seeded_and_structured():
+    a = make_memorization_dataset(32, seed=5)
+    b = make_memorization_dataset(32, seed=5)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    x, y = a
+    assert int(x.min()) >= 4 and int(x.max()) < 32 and set(y.tolist()) <= {0, 1, 2, 3}
+    _, y1 = make_memorization_dataset(64, structure="low_rank", rank=1, seed=5)
+    assert (
+        len(set(y1.tolist())) <= 2
+    )  # argmax of a rank-1 score: at most two classes (the confound)
+    _, y4 = make_memorization_dataset(64, structure="low_rank", rank=4, seed=5)
+    assert len(set(y4.tolist())) > 2
+
+
+def test_prompt_init_is_seeded_and_vocab_init_copies_embeddings():
+    backbone = make_random_backbone("gpt2")
+    p1 = SoftPromptClassifier(backbone, 4, range(4), seed=3).prompt
+    p2 = SoftPromptClassifier(backbone, 4, range(4), seed=3).prompt
+    assert torch.equal(p1, p2)
+    vocab = SoftPromptClassifier(backbone, 4, range(4), prompt_init="vocab", seed=3).prompt
+    emb = backbone.get_input_embeddings().weight[4:]
+    assert all(any(torch.equal(row, e) for e in emb) for row in vocab)
+
+
+def test_sweep_rows():
+    rows = memorization_sweep([8], (4, 8), ("random",), (0.2,), (2,), max_steps=150)
+    assert len(rows) == 1 and rows[0]["n"] == 8
+    assert rows[0]["m_star"] in (4, 8, None)
+    assert set(rows[0]["accuracy_per_m"]) <= {4, 8}
+
+
+def test_bad_inputs_raise():
+    backbone = make_random_backbone("gpt2")
+    x, y = make_memorization_dataset(8)
+    with pytest.raises(ValueError, match="num_virtual_tokens"):
+        SoftPromptClassifier(backbone, 0, range(4))
+    clf = SoftPromptClassifier(backbone, 2, range(4))
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 4\)"):
+        fit_prompt(clf, x, y + 4)
+    with pytest.raises(ValueError, match="overlap the label token ids"):
+        clf(torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="exceeds the backbone's max_position_embeddings 64"):
+        SoftPromptClassifier(backbone, 62, range(4))(x)
+    with pytest.raises(TypeError, match="integer tensor"):
+        clf(x.float())
+    with pytest.raises(ValueError, match="rank must be an int in \\[1, 4\\]"):
+        make_memorization_dataset(8, structure="low_rank", rank=5)
+    with pytest.raises(ValueError, match="rank must be an int"):
+        make_memorization_dataset(8, structure="low_rank", rank=0)
+    with pytest.raises(ValueError, match="n must be a finite number > 0"):
+        make_memorization_dataset(0)
+    with pytest.raises(ValueError, match="grid must not be empty"):
+        min_prompt_length(backbone, x, y, ())
+    with pytest.raises(ValueError, match="strictly increasing"):
+        min_prompt_length(backbone, x, y, (2, 2, 4))
+    with pytest.raises(ValueError, match="arch must be one of"):
+        make_random_backbone("bert")  # type: ignore[arg-type]
+    trainable = make_random_backbone("gpt2")
+    trainable.requires_grad_(True)
+    with pytest.warns(UserWarning, match="freezes it"):
+        SoftPromptClassifier(trainable, 2, range(4))
+    assert not any(p.requires_grad for p in trainable.parameters())
+
+
+@pytest.mark.slow
+def test_quick_reproduction_claims():
+    from eff_llm.reproduce.prompt_memorization import run
+
+    result = run("quick", seed=0)
+    assert len(result.claims) == 6  # A1 x2, A2 x3 (data seed 2), A3
+    assert all(c.passed for c in result.claims), [c for c in result.claims if not c.passed]
+
+
+def test_cli_runs_a_small_sweep_and_rejects_bad_values():
+    from typer.testing import CliRunner
+
+    from eff_llm.cli import app
+
+    args = [
+        "prompt-memorization",
+        "--n",
+        "8",
+        "--grid",
+        "2 4",
+        "--init-range",
+        "0.2",
+        "--structure",
+        "random",
+        "--seeds",
+        "2",
+    ]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "m_star" in res.output
+    bad = CliRunner().invoke(app, [*args[:-2], "--seeds", "x"])
+    assert bad.exit_code != 0 and "expected integers" in bad.output
