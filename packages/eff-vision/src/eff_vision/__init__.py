@@ -1,3 +1,9 @@
-"""eff-vision: Efficient vision methods: compression and restoration (Pan-LUT, MoRIC, LASQ, tensor compression, filter fingerprinting), adaptation (RobIA, LCoTTA, SVIP, RankMatch, FedPhoenix) and representations (HAWAII, ComBo, CLIC)."""
+"""eff-vision: Efficient vision methods: compression and restoration (Pan-LUT, MoRIC, LASQ, tensor compression, filter fingerprinting), adaptation (RobIA, LCoTTA, SVIP, RankMatch, FedPhoenix) and representations (HAWAII, ComBo, CLIC).
+
+Modules (import them directly; this package imports nothing heavy on its own):
+
+- ``eff_vision.tensor_compress`` — data-informed Tucker-2 / CPD compression of conv layers.
+- ``eff_vision.data`` and ``eff_vision.metrics`` — seeded generators and metrics shared by the methods.
+"""
 
 __all__: list[str] = []

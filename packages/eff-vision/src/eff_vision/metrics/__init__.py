@@ -1,0 +1,13 @@
+"""Metrics of eff-vision, one submodule per family (methods add their own):
+
+- :mod:`eff_vision.metrics.image` — PSNR/SSIM with fixed conventions (``data_range=1``,
+  ``channel_axis=-1``; scikit-image underneath).
+- :mod:`eff_vision.metrics.pansharpen` — PSNR, SAM, ERGAS, Q (UIQI), Q2n, D_λ, D_s, QNR (Vivone
+  toolbox conventions).
+"""
+
+from __future__ import annotations
+
+from eff_vision.metrics import image, pansharpen
+
+__all__ = ["image", "pansharpen"]
