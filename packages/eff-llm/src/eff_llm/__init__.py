@@ -35,6 +35,12 @@ _LAZY: dict[str, str] = {
     "make_random_backbone": "eff_llm.prompt_memorization",
     "memorization_sweep": "eff_llm.prompt_memorization",
     "min_prompt_length": "eff_llm.prompt_memorization",
+    # LRC (Low-Rank Clone)
+    "LowRankClone": "eff_llm.lrc",
+    "LowRankCloneConfig": "eff_llm.lrc",
+    "LRCOutput": "eff_llm.lrc",
+    "clone_loss": "eff_llm.lrc",
+    "lrc_trainable_count": "eff_llm.lrc",
 }
 
 __all__: list[str] = sorted(_LAZY)

@@ -394,6 +394,48 @@ def watermark_cmd(
 
 # --- lrc -------------------------------------------------------------------------------------
 
+
+@app.command("lrc")
+def lrc_cmd(
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    student_hidden: Annotated[
+        int, typer.Option("--student-hidden", min=1, help="Student hidden size d_S (< 128).")
+    ] = 48,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Distillation steps.")] = 200,
+    clone_weight: Annotated[
+        float, typer.Option("--clone-weight", min=0.0, help="α of the activation-clone loss.")
+    ] = 0.2,
+    baseline: Annotated[str, typer.Option("--baseline", help="scratch | no-clone | both")] = "both",
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the rows as JSON.")
+    ] = None,
+) -> None:
+    """Low-Rank Clone of a tiny docstring-LM teacher vs scratch / no-clone baselines (llm.lrc)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from eff_llm.reproduce.lrc import LRCReproConfig, experiment
+
+    chosen = {"scratch": ("scratch",), "no-clone": ("no_clone",), "both": ("scratch", "no_clone")}
+    if baseline not in chosen:
+        raise typer.BadParameter(
+            f"must be one of {list(chosen)}, got {baseline!r}", param_hint="--baseline"
+        )
+    try:
+        cfg = LRCReproConfig(student_hidden=student_hidden, steps=steps, clone_weight=clone_weight)
+        out = experiment(cfg, seed, chosen[baseline])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    rows = [{"model": name, **r} for name, r in out["rows"].items()]
+    _adapter_rows_out(
+        f"eff llm lrc: d_S={student_hidden}, {steps} steps, α={clone_weight}, seed {seed} "
+        f"(max |Δlogit| merged vs functional {out['checks']['max_logit_diff']:.1e})",
+        rows,
+        json_path,
+        {"checks": out["checks"], "corpus_sha256": out["sha256"]},
+    )
+
+
 # --- nemotron_flash --------------------------------------------------------------------------
 
 # --- gain_rl ---------------------------------------------------------------------------------
