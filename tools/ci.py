@@ -131,6 +131,8 @@ def pytest_args(skip_slow: bool) -> list[str]:
         str(ROOT),
         "-n",
         "2",
+        "--dist",
+        "loadgroup",  # tests marked xdist_group share a worker (the Flower simulations)
         "-p",
         "no:cacheprovider",
     ]
