@@ -21,7 +21,7 @@ import numpy as np
 from eff_shared.errors import check_positive
 from eff_shared.seeding import make_rng
 
-__all__ = ["mtf_kernel", "wald_degrade"]
+__all__ = ["degrade_pan", "mtf_kernel", "wald_degrade"]
 
 
 def mtf_kernel(ratio: int, mtf_gain: float = 0.3) -> np.ndarray:
@@ -31,6 +31,16 @@ def mtf_kernel(ratio: int, mtf_gain: float = 0.3) -> np.ndarray:
     x = np.arange(-half, half + 1, dtype=np.float64)
     k = np.exp(-0.5 * (x / sigma) ** 2)
     return k / k.sum()
+
+
+def degrade_pan(pan: np.ndarray, ratio: int = 4, mtf_gain: float = 0.3) -> np.ndarray:
+    """PAN (H×W) through the same MTF blur and decimation as the MS of the protocol (for GSA's
+    regression and the full-resolution D_s)."""
+    import cv2
+
+    k = mtf_kernel(ratio, mtf_gain).astype(np.float32)
+    blurred = cv2.sepFilter2D(np.asarray(pan, np.float32), -1, k, k, borderType=cv2.BORDER_REFLECT)
+    return blurred[ratio // 2 :: ratio, ratio // 2 :: ratio]
 
 
 def _check_ratio(ratio: object) -> int:

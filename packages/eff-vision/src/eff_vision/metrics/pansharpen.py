@@ -154,13 +154,9 @@ def d_lambda(fused: np.ndarray, ms_lr: np.ndarray, block: int = 32, p: int = 1) 
 
 
 def _degrade_pan(pan: np.ndarray, ratio: int) -> np.ndarray:
-    import cv2
+    from eff_vision.data.pansharpen import degrade_pan
 
-    from eff_vision.data.pansharpen import mtf_kernel
-
-    k = mtf_kernel(ratio).astype(np.float32)
-    blurred = cv2.sepFilter2D(pan.astype(np.float32), -1, k, k, borderType=cv2.BORDER_REFLECT)
-    return blurred[ratio // 2 :: ratio, ratio // 2 :: ratio].astype(np.float64)
+    return degrade_pan(pan, ratio).astype(np.float64)
 
 
 def d_s(
