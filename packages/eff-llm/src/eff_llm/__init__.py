@@ -35,6 +35,23 @@ _LAZY: dict[str, str] = {
     "make_random_backbone": "eff_llm.prompt_memorization",
     "memorization_sweep": "eff_llm.prompt_memorization",
     "min_prompt_length": "eff_llm.prompt_memorization",
+    # OmniDraft (cross-vocabulary speculative decoding)
+    "AcceptanceHead": "eff_llm.omnidraft",
+    "CrossVocabTranslator": "eff_llm.omnidraft",
+    "HybridDistillationLoss": "eff_llm.omnidraft",
+    "NGramCache": "eff_llm.omnidraft",
+    "OnlineDistiller": "eff_llm.omnidraft",
+    "OracleDrafter": "eff_llm.omnidraft",
+    "SpeculativeOutput": "eff_llm.omnidraft",
+    "distill_drafter": "eff_llm.omnidraft",
+    "omnidraft_decoding_loop": "eff_llm.omnidraft",
+    "omnidraft_generate": "eff_llm.omnidraft",
+    # SVDecode (steering-vector decoding)
+    "SVDecodeLogitsProcessor": "eff_llm.svdecode",
+    "calibrate_mu": "eff_llm.svdecode",
+    "steering_vector": "eff_llm.svdecode",
+    "svdecode_logprobs": "eff_llm.svdecode",
+    "warm_start": "eff_llm.svdecode",
     # LRC (Low-Rank Clone)
     "LowRankClone": "eff_llm.lrc",
     "LowRankCloneConfig": "eff_llm.lrc",

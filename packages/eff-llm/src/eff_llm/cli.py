@@ -341,7 +341,121 @@ def _flower_fedsvd(
 
 # --- omnidraft -------------------------------------------------------------------------------
 
+
+@app.command("omnidraft")
+def omnidraft_cmd(
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    target_vocab: Annotated[int, typer.Option("--target-vocab", min=257)] = 1200,
+    draft_vocab: Annotated[int, typer.Option("--draft-vocab", min=257)] = 400,
+    k: Annotated[int, typer.Option("--k", min=1, help="Draft tokens per round.")] = 4,
+    prompts: Annotated[int, typer.Option("--prompts", min=1, help="Held-out prompts.")] = 12,
+    train_prompts: Annotated[
+        int, typer.Option("--train-prompts", min=1, help="Prompts whose SD outputs are distilled.")
+    ] = 48,
+    steps: Annotated[
+        int, typer.Option("--steps", min=1, help="LM training steps per model.")
+    ] = 400,
+    distill: Annotated[
+        str, typer.Option("--distill", help="none | dm | hybrid | all (dm and hybrid)")
+    ] = "all",
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the rows as JSON.")
+    ] = None,
+) -> None:
+    """OmniDraft (oracle/learned drafter, DM vs n-gram cache, distillation) vs HF UAD (llm.omnidraft)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from eff_llm.reproduce.omnidraft import OmniDraftRunConfig, experiment
+
+    choices = {"none": (), "dm": ("dm",), "hybrid": ("hybrid",), "all": ("dm", "hybrid")}
+    if distill not in choices:
+        raise typer.BadParameter(
+            f"must be one of {list(choices)}, got {distill!r}", param_hint="--distill"
+        )
+    try:
+        cfg = OmniDraftRunConfig(
+            target_vocab=target_vocab,
+            draft_vocab=draft_vocab,
+            num_draft_tokens=k,
+            prompts=prompts,
+            train_prompts=train_prompts,
+            steps=steps,
+            distill=choices[distill],
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    out = experiment(cfg, seed)
+    rows = [
+        {
+            "mode": name,
+            "τ": r["tau"],
+            "acceptance": r.get("acceptance", ""),
+            "exact match": r["exact_match"],
+            "n-gram hits": r.get("ngram_hits", ""),
+            "cache size": r.get("cache_size", ""),
+        }
+        for name, r in out["rows"].items()
+    ]
+    _adapter_rows_out(
+        f"eff llm omnidraft: vocab {target_vocab} target / {draft_vocab} drafter, k = {k}, "
+        f"{prompts} prompts, seed {seed} (τ = tokens per target forward)",
+        rows,
+        json_path,
+        {"pair": out["pair"], "train_cache_size": out["train_cache_size"]},
+    )
+
+
 # --- svdecode --------------------------------------------------------------------------------
+
+
+def _seed_list(text: str) -> list[int]:
+    """'1-4' or '1,2,5' → list of ints."""
+    try:
+        if "-" in text and "," not in text:
+            lo, hi = (int(t) for t in text.split("-", 1))
+            return list(range(lo, hi + 1))
+        return [int(t) for t in text.replace(",", " ").split()]
+    except ValueError as exc:
+        raise typer.BadParameter(f"expected '1-4' or '1,2,3', got {text!r}") from exc
+
+
+@app.command("svdecode")
+def svdecode_cmd(
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Offset added to --seeds.")] = 0,
+    modulus: Annotated[int, typer.Option("--modulus", min=2)] = 16,
+    shift: Annotated[int, typer.Option("--shift", min=1, help="Downstream (a+b+shift) mod m.")] = 5,
+    warm_steps: Annotated[
+        str, typer.Option("--warm-steps", help="Warm-start lengths, e.g. '4,8,16,32'.")
+    ] = "4,8,16,32",
+    seeds: Annotated[str, typer.Option("--seeds", help="e.g. '1-4' or '1,2'.")] = "1-4",
+    mu_reduction: Annotated[
+        str, typer.Option("--mu-reduction", help="ratio | mean | median | trimmed")
+    ] = "ratio",
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the result as JSON.")
+    ] = None,
+) -> None:
+    """SVDecode vs the warm start on the shifted modular-addition task (llm.svdecode)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from eff_llm.reproduce.svdecode import SVDecodeRunConfig
+    from eff_llm.reproduce.svdecode import run as run_svdecode
+
+    try:
+        cfg = SVDecodeRunConfig(
+            modulus=modulus,
+            shift=shift,
+            warm_steps=tuple(_int_list(warm_steps, "--warm-steps")),
+            seeds=tuple(_seed_list(seeds)),
+            mu_reduction=mu_reduction,
+        )
+        result = run_svdecode("quick", seed, cfg)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    _print_result(result, json_path)
+
 
 # --- watermark -------------------------------------------------------------------------------
 

@@ -1,0 +1,429 @@
+"""Reproduction ``llm.omnidraft``: cross-vocabulary speculative decoding between two tiny Llamas
+with different BPE vocabularies, the n-gram cache, hybrid distillation, and HF universal assisted
+decoding (UAD) as the peer.
+
+Setup (spec): the stdlib-docstring corpus (90/10 split by position); ByteLevel BPE target vocab
+1200 and drafter vocab 400, trained on the same text (greedy merges make the 400-vocab a subset, so
+the only mismatch is "sub-tokens vs merged token" — OmniDraft's false rejection). Target
+``Llama(h 128, L 2, 4 heads, ffn 256)``, drafter ``Llama(h 64, L 1, 2 heads, ffn 128)`` (untied
+embeddings: the shared ``tiny_llama`` builder), 400 AdamW steps each (batch 8 × 64 tokens, OneCycle
+lr 3e-3; ``eff_llm._lm_train``). k counts *draft* tokens: a merged n-gram spends several of them. Held-out prompts = the first line of
+validation docstrings cut at a word boundary; k = 4 draft tokens, 32 new tokens, greedy.
+
+Modes: the **oracle** text-level drafter re-tokenizes the target's own continuation (isolates the
+translator): DM only vs DM + online cache; the **learned** drafter: base (DM + cache) and after
+offline hybrid distillation on the SD responses of the training prompts (3 epochs, AdamW 1e-3) with
+λ = 0 (L_DM only) and λ = 1 (L_DM + L_Ngram); the peer is HF UAD (``assistant_tokenizer``,
+constant 4 assistant tokens, confidence threshold off) with the base and the distilled drafter.
+Each learned mode starts from the same cache (filled online while collecting the training
+responses). τ = committed tokens per target forward (bonus included), counted for HF UAD by a
+forward hook on the target.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+import torch
+
+from eff_llm._corpus import docstring_lm_data, stdlib_docstrings, validation_windows
+from eff_llm._lm_train import TrainConfig, evaluate_lm, train_lm
+from eff_llm._models import tiny_llama
+from eff_llm.omnidraft import (
+    CrossVocabTranslator,
+    HybridDistillationLoss,
+    NGramCache,
+    OracleDrafter,
+    distill_drafter,
+    omnidraft_generate,
+)
+from eff_shared.errors import check_choice, check_positive
+from eff_shared.reproduce import Claim, Result
+
+__all__ = ["OmniDraftRunConfig", "build_pair", "evaluate", "hf_uad", "prompts", "run"]
+
+
+@dataclass(frozen=True)
+class OmniDraftRunConfig:
+    target_vocab: int = 1200
+    draft_vocab: int = 400
+    target_hidden: int = 128
+    target_layers: int = 2
+    target_heads: int = 4
+    target_ffn: int = 256
+    draft_hidden: int = 64
+    draft_layers: int = 1
+    draft_heads: int = 2
+    draft_ffn: int = 128
+    steps: int = 400
+    batch_size: int = 8
+    seq_len: int = 64
+    lr: float = 3e-3
+    prompts: int = 12
+    train_prompts: int = 48
+    prompt_chars: int = 48
+    max_new_tokens: int = 32
+    num_draft_tokens: int = 4
+    distill_epochs: int = 3
+    distill_lr: float = 1e-3
+    distill_batch: int = 8
+    lam: float = 1.0
+    distill: tuple[str, ...] = ("dm", "hybrid")
+    uad: bool = True
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if name in ("lr", "distill_lr", "lam"):
+                check_positive(name, value, strict=name != "lam")
+            elif name == "distill":
+                for mode in value:
+                    check_choice("distill", mode, ["dm", "hybrid"])
+            elif name != "uad":
+                check_positive(name, value, integer=True)
+
+
+def _train_lm(model, data, cfg: OmniDraftRunConfig, seed: int) -> float:
+    """AdamW (weight decay 0.01) + OneCycle next-token training on random windows (the shared
+    ``eff_llm._lm_train`` loop); returns the validation CE."""
+    tcfg = TrainConfig(
+        steps=cfg.steps,
+        batch_size=cfg.batch_size,
+        seq_len=cfg.seq_len,
+        lr=cfg.lr,
+        weight_decay=0.01,
+        schedule="onecycle",
+        warmup_fraction=0.3,
+        max_grad_norm=None,
+        seed=seed,
+    )
+    train_lm(model, lambda m, x: m(input_ids=x, labels=x).loss, data.train, tcfg)
+    return evaluate_lm(model, validation_windows(data.val, cfg.seq_len, 64))["ce"]
+
+
+def hf_tokenizer(tok):
+    """A ``tokenizers.Tokenizer`` as a transformers fast tokenizer (for HF UAD)."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False)
+
+
+_PAIR_FIELDS = (
+    "target_vocab",
+    "draft_vocab",
+    "target_hidden",
+    "target_layers",
+    "target_heads",
+    "target_ffn",
+    "draft_hidden",
+    "draft_layers",
+    "draft_heads",
+    "draft_ffn",
+    "steps",
+    "batch_size",
+    "seq_len",
+    "lr",
+)
+
+
+def build_pair(cfg: OmniDraftRunConfig, seed: int) -> dict:
+    """The trained target and base drafter (cached per process on the model/training fields of
+    ``cfg``): a dict with the models, the HF tokenizers, the validation CEs and the corpus hash.
+    Callers that modify the models must copy them."""
+    return _build_pair(tuple(getattr(cfg, f) for f in _PAIR_FIELDS), seed)
+
+
+@lru_cache(maxsize=2)
+def _build_pair(key: tuple, seed: int) -> dict:
+    cfg = OmniDraftRunConfig(**dict(zip(_PAIR_FIELDS, key, strict=True)))
+    t_data = docstring_lm_data(cfg.target_vocab)
+    d_data = docstring_lm_data(cfg.draft_vocab)
+    target = tiny_llama(
+        vocab_size=t_data.vocab_size,
+        hidden_size=cfg.target_hidden,
+        num_layers=cfg.target_layers,
+        num_heads=cfg.target_heads,
+        intermediate_size=cfg.target_ffn,
+        max_position_embeddings=256,
+        seed=seed,
+    )
+    drafter = tiny_llama(
+        vocab_size=d_data.vocab_size,
+        hidden_size=cfg.draft_hidden,
+        num_layers=cfg.draft_layers,
+        num_heads=cfg.draft_heads,
+        intermediate_size=cfg.draft_ffn,
+        max_position_embeddings=256,
+        seed=seed + 1,
+    )
+    t0 = time.perf_counter()
+    ce_t = _train_lm(target, t_data, cfg, seed)
+    ce_d = _train_lm(drafter, d_data, cfg, seed + 1)
+    return {
+        "target": target,
+        "drafter": drafter,
+        "tok_t": hf_tokenizer(t_data.tokenizer),
+        "tok_d": hf_tokenizer(d_data.tokenizer),
+        "val_ce_target": ce_t,
+        "val_ce_drafter": ce_d,
+        "train_s": time.perf_counter() - t0,
+        "sha256": t_data.sha256,
+    }
+
+
+def prompts(n: int, split: str, chars: int, seed: int = 0) -> list[str]:
+    """First lines of docstrings cut at the last space before ``chars`` characters: held-out
+    (``"val"``, the validation docstrings in order) or ``"train"`` (a seeded sample)."""
+    texts = stdlib_docstrings()
+    cut = round(len(texts) * 0.9)
+    pool = list(texts[cut:]) if split == "val" else list(texts[:cut])
+    if split == "train":
+        order = torch.randperm(len(pool), generator=torch.Generator().manual_seed(seed)).tolist()
+        pool = [pool[i] for i in order]
+    out = []
+    for doc in pool:
+        line = doc.split("\n", 1)[0][:chars]
+        if " " in line:
+            line = line.rsplit(" ", 1)[0]
+        if len(line) >= 8:
+            out.append(line)
+        if len(out) == n:
+            break
+    return out
+
+
+def _encode(tok, text: str) -> torch.Tensor:
+    return torch.tensor([tok.encode(text, add_special_tokens=False)])
+
+
+@torch.no_grad()
+def greedy_references(target, tok_t, texts: list[str], max_new_tokens: int) -> list[torch.Tensor]:
+    """The target's own greedy outputs (``generate``, one token per forward)."""
+    return [
+        target.generate(_encode(tok_t, t), max_new_tokens=max_new_tokens, do_sample=False)
+        for t in texts
+    ]
+
+
+def evaluate(
+    target,
+    drafter,
+    translator,
+    tok_t,
+    texts,
+    refs,
+    cfg: OmniDraftRunConfig,
+    oracle: bool = False,
+    use_cache: bool = True,
+) -> dict:
+    """OmniDraft over the prompts (the translator's cache persists; ``use_cache=False``: DM only,
+    the cache is neither filled nor used): τ, acceptance, exact match."""
+    tot = {"new": 0, "fwd": 0, "acc": 0, "prop": 0, "hits": 0, "exact": 0}
+    for text, ref in zip(texts, refs, strict=True):
+        ids = _encode(tok_t, text)
+        d = OracleDrafter(translator.target.to_bytes(ref[0].tolist())) if oracle else drafter
+        out = omnidraft_generate(
+            target,
+            d,
+            input_ids=ids,
+            max_new_tokens=cfg.max_new_tokens,
+            num_draft_tokens=cfg.num_draft_tokens,
+            translator=translator,
+            update_cache=use_cache,
+        )
+        tot["new"] += out.num_new_tokens
+        tot["fwd"] += out.num_target_forwards
+        tot["acc"] += out.num_accepted
+        tot["prop"] += out.num_proposed
+        tot["hits"] += out.ngram_hits
+        tot["exact"] += int(torch.equal(out.sequences, ref))
+    return {
+        "tau": tot["new"] / tot["fwd"],
+        "acceptance": tot["acc"] / max(tot["prop"], 1),
+        "exact_match": tot["exact"] / len(texts),
+        "ngram_hits": tot["hits"],
+        "cache_size": len(translator.cache),
+    }
+
+
+@torch.no_grad()
+def hf_uad(target, drafter, tok_t, tok_d, texts, refs, cfg: OmniDraftRunConfig) -> dict:
+    """HF universal assisted decoding on the same pair: τ from a forward hook on the target."""
+    d = copy.deepcopy(drafter)
+    d.generation_config.num_assistant_tokens = cfg.num_draft_tokens
+    d.generation_config.num_assistant_tokens_schedule = "constant"
+    d.generation_config.assistant_confidence_threshold = 0.0
+    calls = [0]
+    hook = target.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    new, exact = 0, 0
+    try:
+        for text, ref in zip(texts, refs, strict=True):
+            ids = _encode(tok_t, text)
+            out = target.generate(
+                ids,
+                max_new_tokens=cfg.max_new_tokens,
+                do_sample=False,
+                assistant_model=d,
+                tokenizer=tok_t,
+                assistant_tokenizer=tok_d,
+            )
+            new += out.shape[1] - ids.shape[1]
+            exact += int(torch.equal(out, ref))
+    finally:
+        hook.remove()
+    return {"tau": new / calls[0], "exact_match": exact / len(texts)}
+
+
+def collect_responses(target, drafter, translator, tok_t, texts, cfg) -> list[tuple[list, list]]:
+    """SD responses of the training prompts (this also fills the online cache)."""
+    out = []
+    for text in texts:
+        ids = _encode(tok_t, text)
+        res = omnidraft_generate(
+            target,
+            drafter,
+            input_ids=ids,
+            max_new_tokens=cfg.max_new_tokens,
+            num_draft_tokens=cfg.num_draft_tokens,
+            translator=translator,
+        )
+        seq = res.sequences[0].tolist()
+        out.append((seq[: ids.shape[1]], seq[ids.shape[1] :]))
+    return out
+
+
+def experiment(cfg: OmniDraftRunConfig, seed: int) -> dict:
+    torch.manual_seed(seed)
+    pair = build_pair(cfg, seed)
+    target, base, tok_t, tok_d = pair["target"], pair["drafter"], pair["tok_t"], pair["tok_d"]
+    test = prompts(cfg.prompts, "val", cfg.prompt_chars)
+    train = prompts(cfg.train_prompts, "train", cfg.prompt_chars, seed)
+    refs = greedy_references(target, tok_t, test, cfg.max_new_tokens)
+    rows, t0 = {}, time.perf_counter()
+
+    def fresh(cache: NGramCache | None = None) -> CrossVocabTranslator:
+        return CrossVocabTranslator(tok_t, tok_d, cache=copy.deepcopy(cache) if cache else None)
+
+    rows["oracle DM"] = evaluate(
+        target, None, fresh(), tok_t, test, refs, cfg, oracle=True, use_cache=False
+    )
+    rows["oracle DM + cache"] = evaluate(target, None, fresh(), tok_t, test, refs, cfg, oracle=True)
+
+    warm = fresh()
+    examples = collect_responses(target, base, warm, tok_t, train, cfg)
+    cache = warm.cache
+    rows["base drafter, DM"] = evaluate(
+        target, base, fresh(), tok_t, test, refs, cfg, use_cache=False
+    )
+    rows["base drafter, DM + cache"] = evaluate(target, base, fresh(cache), tok_t, test, refs, cfg)
+    drafters = {}
+    modes = {"dm": ("L_DM", 0.0), "hybrid": (f"L_DM + {cfg.lam:g}·L_Ngram", cfg.lam)}
+    for name, lam in (modes[m] for m in cfg.distill):
+        student = copy.deepcopy(base)
+        losses = distill_drafter(
+            student,
+            target,
+            fresh(cache),
+            examples,
+            loss=HybridDistillationLoss(lam=lam),
+            epochs=cfg.distill_epochs,
+            lr=cfg.distill_lr,
+            batch_size=cfg.distill_batch,
+            seed=seed,
+        )
+        drafters[name] = student
+        row = evaluate(target, student, fresh(cache), tok_t, test, refs, cfg)
+        row["distill loss first→last"] = f"{losses[0]:.3f}→{losses[-1]:.3f}"
+        rows[f"distilled {name}, DM + cache"] = row
+    if cfg.uad:
+        rows["HF UAD, base drafter"] = hf_uad(target, base, tok_t, tok_d, test, refs, cfg)
+        for name, student in drafters.items():
+            rows[f"HF UAD, distilled {name} drafter"] = hf_uad(
+                target, student, tok_t, tok_d, test, refs, cfg
+            )
+    return {
+        "rows": rows,
+        "eval_s": time.perf_counter() - t0,
+        "pair": {k: pair[k] for k in ("val_ce_target", "val_ce_drafter", "train_s", "sha256")},
+        "train_cache_size": len(cache),
+        "test_prompts": test,
+    }
+
+
+def run(mode: str = "quick", seed: int = 0, cfg: OmniDraftRunConfig | None = None) -> Result:
+    cfg = cfg or (
+        OmniDraftRunConfig() if mode == "full" else OmniDraftRunConfig(prompts=8, train_prompts=32)
+    )
+    if set(cfg.distill) != {"dm", "hybrid"} or not cfg.uad:
+        raise ValueError("the llm.omnidraft claims need distill=('dm', 'hybrid') and uad=True")
+    torch.set_num_threads(1)
+    out = experiment(cfg, seed)
+    rows = out["rows"]
+    result = Result(name="llm.omnidraft", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result.table = [
+        {
+            "mode": name,
+            "τ (tokens/target forward)": r["tau"],
+            "acceptance": r.get("acceptance", float("nan")),
+            "exact match": r["exact_match"],
+            "n-gram hits": r.get("ngram_hits", ""),
+            "cache size": r.get("cache_size", ""),
+        }
+        for name, r in rows.items()
+    ]
+    hyb = rows[f"distilled L_DM + {cfg.lam:g}·L_Ngram, DM + cache"]
+    ldm = rows["distilled L_DM, DM + cache"]
+    base = rows["base drafter, DM + cache"]
+    o_dm, o_c = rows["oracle DM"], rows["oracle DM + cache"]
+    k = cfg.num_draft_tokens
+    result.claims += [
+        Claim(
+            f"exact match with target greedy: {name} (fraction of prompts)", r["exact_match"], 1.0
+        )
+        for name, r in rows.items()
+    ]
+    result.claims += [
+        Claim("oracle drafter τ: DM + cache − DM only", o_c["tau"] - o_dm["tau"], 0.3),
+        Claim(
+            "oracle drafter acceptance: DM + cache − DM only",
+            o_c["acceptance"] - o_dm["acceptance"],
+            0.15,
+        ),
+        Claim(
+            "τ: hybrid-distilled − base drafter (both DM + cache)", hyb["tau"] - base["tau"], 0.5
+        ),
+        Claim("τ: hybrid-distilled − L_DM-distilled", hyb["tau"] - ldm["tau"], 0.05),
+        Claim(
+            "acceptance: hybrid-distilled − L_DM-distilled",
+            hyb["acceptance"] - ldm["acceptance"],
+            0.05,
+        ),
+        Claim("min τ over all modes (≥ 1)", min(r["tau"] for r in rows.values()), 1.0),
+        Claim(
+            f"max τ over all modes (≤ k + 1 = {k + 1})",
+            max(r["tau"] for r in rows.values()),
+            k + 1,
+            "<=",
+        ),
+    ]
+    result.metrics.update({**out, "config": asdict(cfg)})
+    result.metrics.pop("rows")
+    result.metrics["modes"] = rows
+    pair = out["pair"]
+    uad = rows.get(f"HF UAD, distilled L_DM + {cfg.lam:g}·L_Ngram drafter")
+    result.notes += [
+        f"corpus sha256 {pair['sha256'][:12]}…; target val CE {pair['val_ce_target']:.3f}, drafter "
+        f"val CE {pair['val_ce_drafter']:.3f} (training {pair['train_s']:.1f} s)",
+        f"{cfg.prompts} held-out prompts, {cfg.train_prompts} training prompts, k = {k}, "
+        f"{cfg.max_new_tokens} new tokens, greedy; cache after the training prompts: "
+        f"{out['train_cache_size']} entries",
+    ]
+    if uad is not None:
+        result.notes.append(
+            f"τ OmniDraft (hybrid, DM + cache) {hyb['tau']:.3f} vs HF UAD with the same drafter "
+            f"{uad['tau']:.3f} (base drafter: {base['tau']:.3f} vs "
+            f"{rows['HF UAD, base drafter']['tau']:.3f})"
+        )
+    return result

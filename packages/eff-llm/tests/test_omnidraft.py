@@ -1,0 +1,534 @@
+"""OmniDraft: translator and cache, exact greedy equivalence, distribution preservation, losses."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from tokenizers import Tokenizer, decoders, models
+
+from eff_llm._corpus import corpus_sha256, docstring_lm_data, stdlib_docstrings, train_bpe
+from eff_llm._models import tiny_llama
+from eff_llm.omnidraft import (
+    AcceptanceHead,
+    CrossVocabTranslator,
+    HybridDistillationLoss,
+    NGramCache,
+    OnlineDistiller,
+    OracleDrafter,
+    SpeculativeOutput,
+    distill_drafter,
+    omnidraft_decoding_loop,
+    omnidraft_generate,
+    token_byte_forms,
+)
+from eff_llm.reproduce.omnidraft import (
+    OmniDraftRunConfig,
+    build_pair,
+    greedy_references,
+    hf_tokenizer,
+    prompts,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Hand-made tiny vocabularies (plain string tokens): target {a b c ab ca abc}, draft {a b c bc}.
+
+TV = {"a": 0, "b": 1, "c": 2, "ab": 3, "ca": 4, "abc": 5}
+DV = {"a": 0, "b": 1, "c": 2, "bc": 3}
+
+
+def tiny_tokenizers():
+    tok_t = Tokenizer(models.BPE(vocab=TV, merges=[("a", "b"), ("c", "a"), ("ab", "c")]))
+    tok_d = Tokenizer(models.BPE(vocab=DV, merges=[("b", "c")]))
+    return tok_t, tok_d
+
+
+def tiny_models(t_init=0.2, d_init=0.3):
+    kw = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
+    target = tiny_llama(vocab_size=6, initializer_range=t_init, seed=3, **kw).eval()
+    drafter = tiny_llama(vocab_size=4, initializer_range=d_init, seed=4, **kw).eval()
+    return target, drafter
+
+
+def tiny_cache():
+    # (a, b) → ab, (a, b, c) → abc (nested keys), (c, a) → ca, (a, bc) → abc
+    return NGramCache({(0, 1): 3, (0, 1, 2): 5, (2, 0): 4, (0, 3): 5})
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """The trained docstring pair of the reproduction (target vocab 1200, drafter vocab 400)."""
+    return build_pair(OmniDraftRunConfig(), 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Byte forms, direct mapping, cache
+
+
+def test_byte_forms_normalise_bytelevel_and_sentencepiece_markers():
+    bl = docstring_lm_data(400).tokenizer
+    forms = token_byte_forms(bl)
+    vocab = bl.get_vocab()
+    assert forms[vocab["Ġ"]] == b" " and forms[vocab["Ċ"]] == b"\n"
+    sp = Tokenizer(models.WordLevel({"\u2581the": 0, "<0x0A>": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    sp.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback()])
+    sp.add_special_tokens(["[UNK]"])
+    sp_forms = token_byte_forms(sp)
+    assert sp_forms[0] == b" the" and sp_forms[1] == b"\n" and sp_forms[2] is None
+    # the byte-level "Ġthe" and the SentencePiece "▁the" meet as the same target token
+    bl_the = {v: k for k, v in vocab.items()}
+    the_id = next(i for i, b in enumerate(forms) if b == b" the")
+    tr = CrossVocabTranslator(bl, sp)
+    assert tr.direct == {0: the_id, 1: vocab["Ċ"]} and bl_the[the_id] == "Ġthe"
+
+
+def test_nested_vocabularies_map_directly(pair):
+    tr = CrossVocabTranslator(pair["tok_t"], pair["tok_d"])
+    # greedy BPE merges on one corpus: the 400-token vocabulary is a subset of the 1200 one
+    assert len(tr.direct) == 400
+    for d, t in tr.direct.items():
+        assert tr.draft.bytes[d] == tr.target.bytes[t]
+    print("corpus sha256", corpus_sha256())
+
+
+def test_reverse_translation_inserts_byte_exact_ngrams_first_seen_wins(pair):
+    tok_t, tok_d = pair["tok_t"], pair["tok_d"]
+    tr = CrossVocabTranslator(tok_t, tok_d)
+    text = " ".join(d.split("\n", 1)[0] for d in stdlib_docstrings()[:40])
+    ids = tok_t.encode(text, add_special_tokens=False)
+    added = sum(tr.reverse(ids[:i], ids[i : i + 5]) for i in range(0, len(ids), 5))
+    assert added == len(tr.cache) > 20
+    for key, t in tr.cache.items():
+        assert len(key) >= 2
+        assert b"".join(tr.draft.bytes[d] for d in key) == tr.target.bytes[t]
+    key, value = next(iter(tr.cache.items()))
+    assert tr.cache.update([(key, value + 1)]) == 0 and tr.cache[key] == value
+    state = tr.cache.state_dict()
+    other = NGramCache()
+    other.load_state_dict(state)
+    assert dict(other) == dict(tr.cache)
+
+
+def test_translation_longest_match_direct_map_and_stop():
+    tok_t, tok_d = tiny_tokenizers()
+    tr = CrossVocabTranslator(tok_t, tok_d, cache=tiny_cache())
+    # a b c | c a | b | bc (unmappable: no "bc" in the target vocabulary, no key)
+    out = tr.translate([0, 1, 2, 2, 0, 1, 3], torch.full((7,), 0.5))
+    assert out.target_ids == [5, 4, 1]
+    assert out.kinds == ["ngram", "ngram", "direct"]
+    assert out.draft_spans == [(0, 3), (3, 5), (5, 6)] and out.stopped
+    assert out.q_prime == pytest.approx([0.125, 0.25, 0.5])
+    assert tr.translate([0, 3]).target_ids == [5]  # (a, bc) → abc
+    tr2 = CrossVocabTranslator(tok_t, tok_d, max_ngram=2, cache=tiny_cache())
+    assert tr2.translate([0, 1, 2]).target_ids == [3, 2]  # 3-gram beyond max_ngram
+
+
+def test_eq2_proposal_distribution():
+    tok_t, tok_d = tiny_tokenizers()
+    tr = CrossVocabTranslator(tok_t, tok_d)
+    q = torch.tensor([0.5, 0.1, 0.15, 0.25])
+    r = tr.eq2_distribution(q, 6)
+    assert torch.allclose(r, torch.tensor([0.5, 0.1, 0.15, 0.0, 0.0, 0.0]))
+    r2 = tr.eq2_distribution(q, 6, ngram=(0, 3, 0.2))  # (a, b) → ab drafted with Π q = 0.2
+    assert torch.allclose(r2, torch.tensor([0.3, 0.1, 0.15, 0.2, 0.0, 0.0]))
+
+
+def test_exact_proposal_is_a_distribution_and_reduces_to_dm_without_cache():
+    from eff_llm.omnidraft import _DraftPolicy, _ModelDrafter
+
+    _, drafter = tiny_models()
+    tok_t, tok_d = tiny_tokenizers()
+    for cache in (None, tiny_cache()):
+        tr = CrossVocabTranslator(tok_t, tok_d, cache=cache)
+        pol = _DraftPolicy(tr, True, 1.0, torch.Generator().manual_seed(0), None, 0.5)
+        src = _ModelDrafter(drafter, pol)
+        src.sync([0, 2])
+        d = src.draft(3)
+        r = src.exact_proposal(d, 0, set(), 6)
+        q = d.probs[0]
+        stop_mass = float(q[3])  # "bc" cannot start a proposal
+        assert float(r.sum()) == pytest.approx(1 - stop_mass, abs=1e-6)
+        if cache is None:
+            assert torch.allclose(r, tr.eq2_distribution(q, 6))
+        else:  # mass moved from "a" to the n-gram tokens ab / abc
+            assert float(r[0]) < float(q[0]) and float(r[3] + r[5]) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Greedy exactness across tokenizers
+
+
+def _check_greedy(target, drafter, tok_t, tok_d, texts, translator=None, **kw):
+    tr = translator or CrossVocabTranslator(tok_t, tok_d)
+    refs = greedy_references(target, tok_t, texts, 24)
+    taus, matches = [], 0
+    for text, ref in zip(texts, refs, strict=True):
+        ids = torch.tensor([tok_t.encode(text, add_special_tokens=False)])
+        out = omnidraft_generate(
+            target, drafter, input_ids=ids, max_new_tokens=24, translator=tr, **kw
+        )
+        matches += int(torch.equal(out.sequences, ref))
+        taus.append(out.tokens_per_target_forward)
+        assert 1.0 <= out.tokens_per_target_forward <= 5.0
+    return matches, float(np.mean(taus)), tr
+
+
+def test_greedy_equals_target_greedy_on_trained_pair(pair):
+    texts = prompts(8, "val", 48)
+    matches, tau, tr = _check_greedy(
+        pair["target"], pair["drafter"], pair["tok_t"], pair["tok_d"], texts
+    )
+    print(f"trained 1200/400 pair: mean accepted tokens per target forward τ = {tau:.3f}")
+    assert matches == len(texts) and len(tr.cache) > 0
+    # oracle drafter: the target's own continuation, re-tokenized into the draft vocabulary
+    refs = greedy_references(pair["target"], pair["tok_t"], texts, 24)
+    for text, ref in zip(texts, refs, strict=True):
+        ids = torch.tensor([pair["tok_t"].encode(text, add_special_tokens=False)])
+        out = omnidraft_generate(
+            pair["target"],
+            OracleDrafter(tr.target.to_bytes(ref[0].tolist())),
+            input_ids=ids,
+            max_new_tokens=24,
+            translator=tr,
+        )
+        assert torch.equal(out.sequences, ref) and out.tokens_per_target_forward > 2.0
+
+
+def test_greedy_equals_target_greedy_across_unrelated_tokenizers():
+    docs = stdlib_docstrings()
+    tok_a = hf_tokenizer(train_bpe(docs[0::2], 700))  # two BPEs trained on different text
+    tok_b = hf_tokenizer(train_bpe(docs[1::2], 500))
+    texts = prompts(6, "val", 40)
+    for (tok_t, tok_d), seeds in (((tok_a, tok_b), (5, 6)), ((tok_b, tok_a), (7, 8))):
+        kw = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
+        target = tiny_llama(vocab_size=len(tok_t), max_position_embeddings=128, seed=seeds[0], **kw)
+        drafter = tiny_llama(
+            vocab_size=len(tok_d), max_position_embeddings=128, seed=seeds[1], **kw
+        )
+        tr = CrossVocabTranslator(tok_t, tok_d)
+        assert 0 < len(tr.direct) < len(tok_d)  # partial intersection
+        matches, tau, _ = _check_greedy(target.eval(), drafter.eval(), tok_t, tok_d, texts, tr)
+        assert matches == len(texts)
+        # the oracle drafter isolates the translator: partial intersection + online cache
+        refs = greedy_references(target, tok_t, texts, 24)
+        taus = []
+        for text, ref in zip(texts, refs, strict=True):
+            ids = torch.tensor([tok_t.encode(text, add_special_tokens=False)])
+            oracle = OracleDrafter(tr.target.to_bytes(ref[0].tolist()))
+            out = omnidraft_generate(
+                target, oracle, input_ids=ids, max_new_tokens=24, translator=tr
+            )
+            assert torch.equal(out.sequences, ref)
+            taus.append(out.tokens_per_target_forward)
+        print(
+            f"vocab {len(tok_t)} target / {len(tok_d)} drafter: τ random drafter {tau:.3f}, "
+            f"oracle {np.mean(taus):.3f}, cache {len(tr.cache)} entries"
+        )
+        assert np.mean(taus) > 1.5
+
+
+def test_custom_generate_hook_matches_standalone_and_target_greedy(pair):
+    target, drafter, tok_t, tok_d = pair["target"], pair["drafter"], pair["tok_t"], pair["tok_d"]
+    ids = torch.tensor([tok_t.encode("Return the number of", add_special_tokens=False)])
+    ref = target.generate(ids, max_new_tokens=20, do_sample=False)
+    seq = target.generate(
+        ids,
+        max_new_tokens=20,
+        do_sample=False,
+        custom_generate=omnidraft_decoding_loop,
+        drafter=drafter,
+        target_tokenizer=tok_t,
+        draft_tokenizer=tok_d,
+    )
+    assert torch.equal(seq, ref)
+    out = target.generate(
+        ids,
+        max_new_tokens=20,
+        do_sample=False,
+        custom_generate=omnidraft_decoding_loop,
+        drafter=drafter,
+        translator=CrossVocabTranslator(tok_t, tok_d),
+        return_dict_in_generate=True,
+    )
+    alone = omnidraft_generate(target, drafter, tok_t, tok_d, ids, max_new_tokens=20)
+    assert isinstance(out, SpeculativeOutput) and torch.equal(out.sequences, ref)
+    assert out.num_target_forwards == alone.num_target_forwards
+
+
+def test_acceptance_head_stops_drafting_and_keeps_exactness(pair):
+    target, drafter, tok_t, tok_d = pair["target"], pair["drafter"], pair["tok_t"], pair["tok_d"]
+    ids = torch.tensor([tok_t.encode("Create a new", add_special_tokens=False)])
+    ref = target.generate(ids, max_new_tokens=16, do_sample=False)
+    head = AcceptanceHead(drafter.config.hidden_size)
+    proposed = {}
+    for bias in (-20.0, 20.0):  # σ ≈ 0: stop after one token; σ ≈ 1: never stop early
+        torch.nn.init.constant_(head.net[-1].bias, bias)
+        torch.nn.init.zeros_(head.net[-1].weight)
+        out = omnidraft_generate(
+            target,
+            drafter,
+            tok_t,
+            tok_d,
+            ids,
+            max_new_tokens=16,
+            acceptance_head=head,
+            stop_threshold=0.5,
+            translator=CrossVocabTranslator(tok_t, tok_d),
+        )
+        assert torch.equal(out.sequences, ref)
+        proposed[bias] = out.num_proposed / out.num_target_forwards
+    assert proposed[-20.0] <= 1.0 < proposed[20.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sampling: the output follows the target distribution
+
+
+def _target_pair_distribution(target) -> np.ndarray:
+    with torch.no_grad():
+        seqs = torch.tensor([[0, x] for x in range(6)])
+        p = torch.softmax(target(input_ids=seqs).logits.double(), -1)
+    return (p[0, 0][:, None] * p[:, 1]).numpy().ravel()  # p(x1 | a) p(x2 | a x1)
+
+
+def _sample_pairs(target, drafter, residual, n, seed, cache):
+    tok_t, tok_d = tiny_tokenizers()
+    tr = CrossVocabTranslator(tok_t, tok_d, cache=cache)
+    gen = torch.Generator().manual_seed(seed)
+    counts, hits = np.zeros(36), 0
+    for _ in range(n):
+        out = omnidraft_generate(
+            target,
+            drafter,
+            input_ids=torch.tensor([[0]]),
+            max_new_tokens=2,
+            num_draft_tokens=3,
+            do_sample=True,
+            translator=tr,
+            residual=residual,
+            generator=gen,
+            update_cache=False,
+        )
+        s = out.sequences[0].tolist()
+        counts[6 * s[1] + s[2]] += 1
+        hits += out.ngram_hits
+    return counts, hits
+
+
+def _chi2_pvalue(counts: np.ndarray, p: np.ndarray) -> float:
+    e = p / p.sum() * counts.sum()
+    small = e < 5  # pool the rare cells
+    obs = np.append(counts[~small], counts[small].sum()) if small.any() else counts
+    exp = np.append(e[~small], e[small].sum()) if small.any() else e
+    return float(stats.chisquare(obs, exp).pvalue)
+
+
+@pytest.mark.slow
+def test_sampling_preserves_the_target_distribution():
+    """χ² over the 36 two-token continuations of a tiny-vocabulary target: the exact residual
+    (and DM-only speculative sampling) preserve p; the paper's Eq. 2 with nested n-gram keys and
+    an unmappable draft token does not (it ignores the n-grams not drafted this round)."""
+    target, drafter = tiny_models()
+    p = _target_pair_distribution(target)
+    n = 800
+    counts, hits = _sample_pairs(target, drafter, "exact", n, 0, tiny_cache())
+    tv_exact = 0.5 * np.abs(counts / n - p).sum()
+    assert hits > 150  # n-gram merges are frequent
+    assert _chi2_pvalue(counts, p) > 1e-3, tv_exact
+    dm_counts, _ = _sample_pairs(target, drafter, "eq2", n, 1, None)  # empty cache: DM only
+    assert _chi2_pvalue(dm_counts, p) > 1e-3
+    eq2_counts, _ = _sample_pairs(target, drafter, "eq2", n, 2, tiny_cache())
+    tv_eq2 = 0.5 * np.abs(eq2_counts / n - p).sum()
+    print(f"TV to the target: exact residual {tv_exact:.3f}, Eq. 2 {tv_eq2:.3f}")
+    assert _chi2_pvalue(eq2_counts, p) < 1e-3 and tv_eq2 > tv_exact
+
+
+def test_same_seed_same_sample():
+    target, drafter = tiny_models()
+    outs = []
+    for _ in range(2):
+        tok_t, tok_d = tiny_tokenizers()
+        tr = CrossVocabTranslator(tok_t, tok_d, cache=tiny_cache())
+        outs.append(
+            omnidraft_generate(
+                target,
+                drafter,
+                input_ids=torch.tensor([[0, 1]]),
+                max_new_tokens=12,
+                do_sample=True,
+                temperature=0.8,
+                translator=tr,
+                generator=torch.Generator().manual_seed(7),
+            )
+        )
+    assert torch.equal(outs[0].sequences, outs[1].sequences)
+    assert outs[0].num_accepted == outs[1].num_accepted
+
+
+# ---------------------------------------------------------------------------------------------
+# Hybrid distillation
+
+
+def _loss_setup():
+    tok_t, tok_d = tiny_tokenizers()
+    tr = CrossVocabTranslator(tok_t, tok_d, cache=tiny_cache())
+    # prompt "c", response "a" "b" "abc" (target ids 2 | 0 1 5); draft text "c a b a bc"
+    al = tr.align([2], [0, 1, 5])
+    g = torch.Generator().manual_seed(0)
+    d_logits = torch.randn(len(al.draft_ids), 4, generator=g, requires_grad=True)
+    t_logits = torch.randn(4, 6, generator=g)
+    return tr, al, d_logits, t_logits
+
+
+def test_alignment_by_byte_offsets():
+    _, al, _, _ = _loss_setup()
+    assert al.draft_ids == [2, 0, 1, 0, 3]
+    assert al.direct == [(1, 1), (2, 2)] and al.ngram == [([3, 4], 3)] and al.skipped == 0
+
+
+def test_hybrid_loss_terms_match_their_definitions():
+    tr, al, dl, tl = _loss_setup()
+    ids = [2, 0, 1, 5]
+    dm_d, dm_t = [0, 1, 2], [0, 1, 2]  # a, b, c map directly
+    # reverse KL(q' ‖ p) over the intersection, renormalised, at the two DM positions
+    kl = 0.0
+    for j, i in al.direct:
+        lq = torch.log_softmax(dl[j, dm_d], -1)
+        lp = torch.log_softmax(tl[i, dm_t], -1)
+        kl = kl + (lq.exp() * (lq - lp)).sum()
+    nll = -(torch.log_softmax(dl, -1)[3, 0] + torch.log_softmax(dl, -1)[4, 3])
+    loss0, parts0 = HybridDistillationLoss(lam=0.0)(dl, tl, al, tr, ids)
+    assert torch.allclose(loss0, kl / 3) and parts0["direct"] == 2 and parts0["ngram"] == 1
+    loss1, _ = HybridDistillationLoss(lam=1.0)(dl, tl, al, tr, ids)
+    assert torch.allclose(loss1, (kl + nll) / 3)
+    lam = torch.softmax(tl[3], -1)[5]
+    loss_p, _ = HybridDistillationLoss(lam="target_prob")(dl, tl, al, tr, ids)
+    assert torch.allclose(loss_p, (kl + lam * nll) / 3)
+    raw, _ = HybridDistillationLoss(lam=0.0, renormalize_intersection=False)(dl, tl, al, tr, ids)
+    assert not torch.allclose(raw, loss0)
+    loss1.backward()
+    assert dl.grad is not None and dl.grad[0].abs().sum() == 0  # row 0 predicts nothing
+
+
+def test_distillation_is_seeded_and_lowers_the_loss(pair):
+    target, base, tok_t, tok_d = pair["target"], pair["drafter"], pair["tok_t"], pair["tok_d"]
+    texts = prompts(8, "train", 48, 0)
+    refs = greedy_references(target, tok_t, texts, 16)
+    examples = [
+        (
+            tok_t.encode(t, add_special_tokens=False),
+            r[0, len(tok_t.encode(t, add_special_tokens=False)) :].tolist(),
+        )
+        for t, r in zip(texts, refs, strict=True)
+    ]
+    runs = []
+    for _ in range(2):
+        student = copy.deepcopy(base)
+        tr = CrossVocabTranslator(tok_t, tok_d)
+        runs.append(distill_drafter(student, target, tr, examples, epochs=4, lr=1e-3, batch_size=4))
+    assert runs[0] == runs[1]
+    assert np.mean(runs[0][-2:]) < np.mean(runs[0][:2])
+
+
+@pytest.mark.parametrize("schedule", ["joint", "interleaved"])
+def test_online_distiller_updates_every_interval(pair, schedule):
+    target, base, tok_t, tok_d = pair["target"], pair["drafter"], pair["tok_t"], pair["tok_d"]
+    student = copy.deepcopy(base)
+    head = AcceptanceHead(student.config.hidden_size)
+    tr = CrossVocabTranslator(tok_t, tok_d)
+    dist = OnlineDistiller(
+        student,
+        tr,
+        torch.optim.AdamW(student.parameters(), lr=1e-4),
+        target=target,
+        update_interval=3,
+        schedule=schedule,
+        acceptance_head=head,
+        head_optimizer=torch.optim.AdamW(head.parameters(), lr=1e-3),
+        buffer_size=4,
+        head_updates=2,
+        batch_size=2,
+    )
+    before = [p.detach().clone() for p in student.parameters()]
+    ran = []
+    for text in prompts(6, "train", 40, 1):
+        ids = torch.tensor([tok_t.encode(text, add_special_tokens=False)])
+        out = omnidraft_generate(target, student, input_ids=ids, max_new_tokens=8, translator=tr)
+        seq = out.sequences[0].tolist()
+        ran.append(dist.observe(seq[: ids.shape[1]], seq[ids.shape[1] :]))
+    assert ran == [False, False, True, False, False, True] and dist.updates == 2
+    assert not dist.queue and len(dist.replay) <= 4
+    assert any(not torch.equal(a, b) for a, b in zip(before, student.parameters(), strict=True))
+    # joint: one head step per drafter batch (2 batches × 2 updates); interleaved: 2 × 2
+    assert len(dist.history["head"]) == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+
+
+def test_bad_input_raises_named_errors():
+    tok_t, tok_d = tiny_tokenizers()
+    target, drafter = tiny_models()
+    tr = CrossVocabTranslator(tok_t, tok_d)
+    ids = torch.tensor([[0, 1]])
+
+    def gen(**kw):
+        args = {"input_ids": ids, "max_new_tokens": 2, "translator": tr}
+        return omnidraft_generate(target, drafter, **{**args, **kw})
+
+    with pytest.raises(ValueError, match="batch size 1"):
+        gen(input_ids=torch.tensor([[0, 1], [1, 0]]))
+    with pytest.raises(ValueError, match="num_draft_tokens"):
+        gen(num_draft_tokens=0)
+    with pytest.raises(ValueError, match="stop_threshold"):
+        gen(stop_threshold=1.5, acceptance_head=AcceptanceHead(16))
+    with pytest.raises(ValueError, match="temperature"):
+        gen(temperature=-0.1, do_sample=True)
+    with pytest.raises(ValueError, match="residual"):
+        gen(residual="approx")
+    disjoint = Tokenizer(models.BPE(vocab={"x": 0, "y": 1}, merges=[]))
+    with pytest.raises(ValueError, match="no token of the draft vocabulary maps"):
+        CrossVocabTranslator(tok_t, disjoint)
+    with pytest.raises(ValueError, match="same device"):
+        omnidraft_generate(
+            target,
+            copy.deepcopy(drafter).to("meta"),
+            input_ids=ids,
+            max_new_tokens=2,
+            translator=tr,
+        )
+    with pytest.raises(TypeError, match="get_vocab"):
+        CrossVocabTranslator(object(), tok_d)
+    with pytest.raises(ValueError, match="n-gram key"):
+        NGramCache({(1,): 2})
+    with pytest.raises(ValueError, match="OracleDrafter"):
+        omnidraft_generate(
+            target,
+            OracleDrafter("ab"),
+            input_ids=ids,
+            max_new_tokens=2,
+            translator=tr,
+            do_sample=True,
+        )
+
+
+@pytest.mark.slow
+def test_quick_reproduction_claims():
+    """Quick mode (8 held-out / 32 training prompts) reuses the trained pair of the fixtures.
+
+    Asserted: exact match in every mode (incl. HF UAD), the oracle cache gains, hybrid > base
+    drafter by ≥ 0.5 τ and 1 ≤ τ ≤ k + 1. Not asserted: the two "hybrid − L_DM" claims — they did
+    not reproduce (merged tokens use several of the k = 4 draft slots, so the hybrid drafter
+    proposes fewer target tokens per round; measured τ −0.18, acceptance +0.04 in full mode; see
+    the README)."""
+    from eff_llm.reproduce.omnidraft import run
+
+    result = run("quick", 0)
+    expected_to_fail = ("τ: hybrid-distilled − L_DM-distilled", "acceptance: hybrid-distilled")
+    asserted = [c for c in result.claims if not c.text.startswith(expected_to_fail)]
+    assert len(asserted) == len(result.claims) - 2
+    failed = [(c.text, c.measured) for c in asserted if not c.passed]
+    assert not failed, failed
+    assert any("HF UAD" in n for n in result.notes)
