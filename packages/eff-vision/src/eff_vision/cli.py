@@ -289,3 +289,30 @@ def panlut_cmd(
         res["rows"],
         json_path,
     )
+
+
+# --- rankmatch ---------------------------------------------------------------------------------
+
+
+@app.command("rankmatch")
+def rankmatch_cmd(
+    labeled: Annotated[int, typer.Option("--labeled", min=2, help="Labelled samples.")] = 100,
+    unlabeled: Annotated[
+        int, typer.Option("--unlabeled", min=1, help="Unlabelled samples.")
+    ] = 3000,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Training steps.")] = 1500,
+    seed: SeedOpt = 0,
+    json_path: JsonOpt = None,
+) -> None:
+    """RankMatch (reconstruction) vs KL pseudo-labels and supervised-only: the six LDL metrics."""
+    _pin_threads()
+    from eff_vision.reproduce.rankmatch import RankMatchReproConfig, experiment
+
+    cfg = RankMatchReproConfig(n_labeled=labeled, n_unlabeled=unlabeled, steps=steps)
+    out = experiment(cfg, seed)
+    _print_rows(
+        f"eff vision rankmatch: {labeled} labels, {steps} steps, seed {seed} "
+        "(↓ Cheb/Clark/Canb/KL, ↑ Cos/Inter)",
+        out["rows"],
+        json_path,
+    )

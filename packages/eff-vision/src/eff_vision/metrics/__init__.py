@@ -4,10 +4,11 @@
   ``channel_axis=-1``; scikit-image underneath).
 - :mod:`eff_vision.metrics.pansharpen` — PSNR, SAM, ERGAS, Q (UIQI), Q2n, D_λ, D_s, QNR (Vivone
   toolbox conventions).
+- :mod:`eff_vision.metrics.ldl` — the six label-distribution metrics (RankMatch).
 """
 
 from __future__ import annotations
 
-from eff_vision.metrics import image, pansharpen
+from eff_vision.metrics import image, ldl, pansharpen
 
-__all__ = ["image", "pansharpen"]
+__all__ = ["image", "ldl", "pansharpen"]

@@ -1,0 +1,243 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from eff_vision.data.ldl import make_synthetic_ldl
+from eff_vision.metrics import ldl
+from eff_vision.rankmatch import GaussianNoise, RankMatchLoss, RankMatchTrainer, prr_loss
+
+
+def _dists(n, c, seed, scale=2.0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(n, c, generator=g, dtype=torch.float64) * scale, -1)
+
+
+def _naive(p, d, margin):
+    total = 0.0
+    for b in range(p.shape[0]):
+        for j in range(p.shape[1]):
+            for k in range(p.shape[1]):
+                if d[b, j] > d[b, k]:
+                    gap = float(d[b, j] - d[b, k]) if margin else 0.0
+                    total += max(0.0, gap - float(p[b, j] - p[b, k]))
+    return total / (p.shape[0] * p.shape[1])
+
+
+@pytest.mark.parametrize("margin", [True, False])
+@pytest.mark.parametrize("c", [2, 6, 11])
+def test_prr_matches_naive_double_loop(margin, c):
+    p, d = _dists(9, c, 1), _dists(9, c, 2)
+    assert float(prr_loss(p, d, margin=margin)) == pytest.approx(_naive(p, d, margin), abs=1e-12)
+    per = prr_loss(p, d, margin=margin, reduction="none")
+    assert per.shape == (9,)
+    assert float(prr_loss(p, d, margin=margin, reduction="sum")) == pytest.approx(float(per.sum()))
+
+
+def test_prr_no_margin_is_zero_exactly_when_the_ranking_matches():
+    d = _dists(1, 6, 3)[0]
+    order = torch.argsort(d, descending=True)
+    g = torch.Generator().manual_seed(4)
+    for trial in range(200):
+        p = torch.softmax(torch.randn(6, generator=g, dtype=torch.float64) * 3, -1)
+        if trial % 2 == 0:  # half the trials: force the target's ranking
+            p = torch.sort(p, descending=True).values[torch.argsort(order)]
+        inverted = any(bool(d[j] > d[k] and p[j] < p[k]) for j in range(6) for k in range(6))
+        loss = float(prr_loss(p[None], d[None], margin=False))
+        assert (loss == 0.0) == (not inverted), (trial, loss)
+        if not inverted:
+            assert trial % 2 == 0 or loss == 0.0
+
+
+def test_prr_margin_zero_at_target_positive_with_shrunk_gaps():
+    d = _dists(5, 6, 5)
+    assert float(prr_loss(d, d, margin=True)) == 0.0
+    shrunk = torch.softmax(torch.log(d) * 0.5, -1)  # same ranking, smaller gaps
+    assert float(prr_loss(shrunk, d, margin=False)) == 0.0
+    assert float(prr_loss(shrunk, d, margin=True)) > 0.01
+    widened = torch.softmax(torch.log(d) * 3.0, -1)  # same ranking, larger gaps at the top
+    assert float(prr_loss(widened, d, margin=False)) == 0.0
+
+
+def test_prr_gradient_flows_to_pred_only():
+    logits = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    d = _dists(4, 6, 6).requires_grad_(True)
+    prr_loss(logits.softmax(-1), d).backward()
+    assert logits.grad is not None and logits.grad.abs().sum() > 0
+    assert d.grad is None
+
+
+def test_prr_bad_inputs():
+    p, d = _dists(3, 4, 7), _dists(3, 4, 8)
+    with pytest.raises(ValueError, match="same shape"):
+        prr_loss(p, d[:, :3])
+    with pytest.raises(ValueError, match="C must be >= 2"):
+        prr_loss(torch.ones(3, 1), torch.ones(3, 1))
+    bad = d.clone()
+    bad[0, 0] = -0.1
+    bad[0, 1] += 0.1
+    with pytest.raises(ValueError, match="target row"):
+        prr_loss(p, bad)
+    with pytest.raises(ValueError, match="target row"):
+        prr_loss(p, d * 1.01)
+    with pytest.raises(ValueError, match="apply softmax"):
+        prr_loss(torch.randn(3, 4, dtype=torch.float64), d)
+    with pytest.raises(ValueError, match="reduction"):
+        prr_loss(p, d, reduction="max")
+
+
+def test_ldl_metrics_hand_computed():
+    p = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]])
+    d = np.array([[0.4, 0.4, 0.2], [0.2, 0.0, 0.8]])
+    eps = ldl.EPS
+    rep = ldl.ldl_report(p, d)
+    clark = (math.sqrt(0.01 / 0.81 + 0.01 / 0.49) + math.sqrt(0.01 / 0.09 + 0.01 / 0.01)) / 2
+    kl = (0.4 * math.log(0.4 / 0.5) + 0.4 * math.log(0.4 / 0.3)
+          + 0.2 * math.log((0.2 + eps) / (0.1 + eps)) + 0.8 * math.log(0.8 / 0.8)) / 2  # fmt: skip
+    cos1 = (0.2 + 0.12 + 0.04) / (math.sqrt(0.38) * math.sqrt(0.36))
+    cos2 = (0.02 + 0.64) / (math.sqrt(0.66) * math.sqrt(0.68))
+    expected = {
+        "chebyshev": 0.1,
+        "clark": clark,
+        "canberra": (0.1 / 0.9 + 0.1 / 0.7 + 0.1 / 0.3 + 1.0) / 2,
+        "kl": kl,
+        "cosine": (cos1 + cos2) / 2,
+        "intersection": 0.9,
+    }
+    for k, v in expected.items():
+        assert rep[k] == pytest.approx(v, abs=1e-9), k
+    # torch input and the identity case
+    t = torch.tensor(d)
+    same = ldl.ldl_report(t, t)
+    assert same["chebyshev"] == same["clark"] == same["canberra"] == 0.0
+    assert abs(same["kl"]) < 1e-9 and same["intersection"] == pytest.approx(1.0)
+
+
+def test_ldl_metrics_bad_inputs():
+    d = np.array([[0.4, 0.6], [0.5, 0.5]])
+    with pytest.raises(ValueError, match="apply softmax"):
+        ldl.chebyshev(np.array([[2.0, -1.0], [0.3, 0.1]]), d)
+    with pytest.raises(ValueError, match="same shape"):
+        ldl.kl_divergence(d[:1], d)
+    with pytest.raises(ValueError, match="target row"):
+        ldl.cosine(d, np.array([[0.4, 0.5], [0.5, 0.5]]))
+    with pytest.raises(ValueError, match="target row"):
+        ldl.cosine(d, np.array([[1.2, -0.2], [0.5, 0.5]]))
+    with pytest.raises(ValueError, match="C must be >= 2"):
+        ldl.clark(np.ones((2, 1)), np.ones((2, 1)))
+
+
+def test_loss_schedule_and_config_errors():
+    loss = RankMatchLoss(lambda_u=0.5, warmup_steps=200, rampup_steps=500)
+    assert [loss.unlabeled_weight(t) for t in (0, 199, 200, 450, 700, 5000)] == [
+        0.0, 0.0, 0.0, 0.25, 0.5, 0.5,
+    ]  # fmt: skip
+    assert RankMatchLoss(warmup_steps=3, rampup_steps=0).unlabeled_weight(3) == 0.5
+    with pytest.raises(ValueError, match="num_weak"):
+        RankMatchLoss(num_weak=0)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        RankMatchLoss(warmup_steps=-1)
+    with pytest.raises(ValueError, match="rampup_steps"):
+        RankMatchLoss(rampup_steps=-5)
+    with pytest.raises(ValueError, match="unlabeled_loss"):
+        RankMatchLoss(unlabeled_loss="mse")
+
+
+def test_pseudo_label_is_the_mean_of_weak_views_without_gradient():
+    torch.manual_seed(0)
+    model = nn.Linear(5, 4)
+    x = torch.randn(7, 5)
+    loss = RankMatchLoss(num_weak=3)
+    q = loss.pseudo_label(model, x, GaussianNoise(0.1), torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        ref = (
+            sum(model(x + 0.1 * torch.randn(x.shape, generator=g)).softmax(-1) for _ in range(3))
+            / 3
+        )
+    assert not q.requires_grad
+    torch.testing.assert_close(q, ref)
+
+
+@pytest.mark.parametrize("kind", ["prr", "kl"])
+def test_unlabeled_term_uses_pseudo_labels_and_strong_view(kind):
+    torch.manual_seed(0)
+    model = nn.Linear(5, 4)
+    xl, xu = torch.randn(6, 5), torch.randn(8, 5)
+    dl = torch.softmax(torch.randn(6, 4), -1)
+    loss = RankMatchLoss(warmup_steps=0, rampup_steps=0, unlabeled_loss=kind)
+    total, logs = loss(model, xl, dl, xu, GaussianNoise(0.0), GaussianNoise(0.0), 10)
+    with torch.no_grad():
+        p_l = model(xl).softmax(-1)
+        lab = torch.nn.functional.kl_div(p_l.log(), dl, reduction="batchmean") + prr_loss(p_l, dl)
+    # without augmentation q == p(strong(u)): both unlabelled losses (PRR_0 and KL) are 0
+    assert float(total.detach()) == pytest.approx(float(lab), abs=1e-6)
+    assert logs["lambda_u"] == 0.5 and abs(logs["unl"]) < 1e-6
+    total_w, _ = loss(model, xl, dl, xu, GaussianNoise(0.0), GaussianNoise(0.5), 10,
+                      torch.Generator().manual_seed(3))  # fmt: skip
+    assert float(total_w.detach()) > float(total.detach())  # the strong view now disagrees with q
+
+
+def test_synthetic_ldl_seeded():
+    a = make_synthetic_ldl(20, 30, 40, seed=3)
+    b = make_synthetic_ldl(20, 30, 40, seed=3)
+    c = make_synthetic_ldl(20, 30, 40, seed=4)
+    assert np.array_equal(a[0].x, b[0].x) and np.array_equal(a[2].d, b[2].d)
+    assert not np.array_equal(a[0].x, c[0].x)
+    assert a[1].d is None and a[0].d.shape == (20, 6)
+    assert np.allclose(a[2].d.sum(1), 1, atol=1e-6) and (a[2].d > 0).all()
+    with pytest.raises(ValueError, match="n_labels"):
+        make_synthetic_ldl(n_labels=1)
+
+
+def _fit(seed):
+    lab, unl, test = make_synthetic_ldl(30, 200, 50, seed=0)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 6))
+    trainer = RankMatchTrainer(
+        model, torch.optim.Adam(model.parameters(), 3e-3), GaussianNoise(0.1), GaussianNoise(0.2),
+        RankMatchLoss(warmup_steps=5, rampup_steps=10), seed=seed, batch_size=16,
+        unlabeled_batch_size=32,
+    )  # fmt: skip
+    hist = trainer.fit(lab, unl, 30)
+    return hist, model(torch.from_numpy(test.x)).detach()
+
+
+def test_trainer_same_seed_same_run():
+    h1, out1 = _fit(5)
+    h2, out2 = _fit(5)
+    h3, _ = _fit(6)
+    assert h1 == h2 and torch.equal(out1, out2)
+    assert h1["loss"] != h3["loss"]
+    assert h1["lambda_u"][:5] == [0.0] * 5 and h1["lambda_u"][-1] == 0.5
+    with pytest.raises(ValueError, match="label distributions"):
+        RankMatchTrainer(
+            nn.Linear(20, 6), torch.optim.SGD(nn.Linear(1, 1).parameters(), 0.1),
+            GaussianNoise(0.1), GaussianNoise(0.2),
+        ).fit(make_synthetic_ldl(5, 5, 5)[1], make_synthetic_ldl(5, 5, 5)[1], 1)  # fmt: skip
+
+
+def test_reproduction_same_seed_identical():
+    from eff_vision.reproduce.rankmatch import RankMatchReproConfig, experiment
+
+    cfg = RankMatchReproConfig(n_labeled=40, n_unlabeled=300, n_test=200, steps=60,
+                               warmup_steps=10, rampup_steps=20)  # fmt: skip
+    a, b = experiment(cfg, 0)["metrics"], experiment(cfg, 0)["metrics"]
+    assert a == b
+
+
+@pytest.mark.slow
+def test_quick_reproduction_claims_hold():
+    """Every claim of the quick mode (both threshold settings and the mechanics) is asserted."""
+    from eff_vision.reproduce import rankmatch
+
+    result = rankmatch.run("quick", seed=0)
+    assert result.error is None
+    failed = [(c.text, c.measured, c.threshold) for c in result.claims if not c.passed]
+    assert not failed, failed
+    assert len(result.claims) == 13
+    assert [r["method"] for r in result.table[:3]] == [
+        "supervised only", "KL pseudo-label", "RankMatch (recon.)",
+    ]  # fmt: skip
