@@ -58,6 +58,28 @@ _LAZY: dict[str, str] = {
     "LRCOutput": "eff_llm.lrc",
     "clone_loss": "eff_llm.lrc",
     "lrc_trainable_count": "eff_llm.lrc",
+    # Nemotron-Flash
+    "apply_weight_norm_": "eff_llm.nemotron_flash",
+    "WeightNormProjector": "eff_llm.nemotron_flash",
+    "HybridSLMConfig": "eff_llm.nemotron_flash",
+    "HybridSLM": "eff_llm.nemotron_flash",
+    "hybrid_param_count": "eff_llm.nemotron_flash",
+    "LatencyLUT": "eff_llm.nemotron_flash",
+    "HybridArch": "eff_llm.nemotron_flash",
+    "SearchSpace": "eff_llm.nemotron_flash",
+    "StageSpec": "eff_llm.nemotron_flash",
+    "aging_evolution": "eff_llm.nemotron_flash",
+    "random_search": "eff_llm.nemotron_flash",
+    "fit_depth_width_law": "eff_llm.nemotron_flash",
+    # GAIN-RL
+    "angle_concentration": "eff_llm.gain_rl",
+    "collect_angle_signal": "eff_llm.gain_rl",
+    "angle_order": "eff_llm.gain_rl",
+    "GaussianCurriculumSampler": "eff_llm.gain_rl",
+    "GRPOLite": "eff_llm.gain_rl",
+    "grpo_train": "eff_llm.gain_rl",
+    "GainRLCallback": "eff_llm.gain_rl",
+    "curriculum_trainer": "eff_llm.gain_rl",
 }
 
 __all__: list[str] = sorted(_LAZY)

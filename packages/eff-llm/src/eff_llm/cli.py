@@ -552,4 +552,140 @@ def lrc_cmd(
 
 # --- nemotron_flash --------------------------------------------------------------------------
 
+nemotron_flash_app = typer.Typer(
+    help="Nemotron-Flash: weight-norm training, hybrid-architecture search, CPU latency LUT.",
+    no_args_is_help=True,
+)
+app.add_typer(nemotron_flash_app, name="nemotron-flash")
+
+
+@nemotron_flash_app.command("wnorm")
+def nemotron_flash_wnorm_cmd(
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Training steps per run.")] = 300,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds seed, seed+1, ...")] = 3,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the rows as JSON.")
+    ] = None,
+) -> None:
+    """Weight normalisation (wd 0) vs AdamW wd 0.1 on a tiny docstring-LM Llama (val CE)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from eff_llm.reproduce.nemotron_flash import NemotronFlashReproConfig, weight_norm_experiment
+
+    cfg = NemotronFlashReproConfig(steps=steps)
+    rows = []
+    for s in range(seed, seed + seeds):
+        for name, r in weight_norm_experiment(cfg, s).items():
+            rows.append({"seed": s, "run": name, **r})
+    _adapter_rows_out(f"eff llm nemotron-flash wnorm: {steps} steps", rows, json_path)
+
+
+@nemotron_flash_app.command("search")
+def nemotron_flash_search_cmd(
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    budget_ms: Annotated[
+        float, typer.Option("--budget-ms", help="Latency budget (synthetic LUT, ms/token).")
+    ] = 3.0,
+    cycles: Annotated[int, typer.Option("--cycles", min=1)] = 20,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the result as JSON.")
+    ] = None,
+) -> None:
+    """Aging evolution vs random search on the synthetic PPL proxy (llm.nemotron_flash item 4)."""
+    from eff_llm.nemotron_flash import SearchSpace, aging_evolution, random_search
+    from eff_llm.reproduce.nemotron_flash import SyntheticObjective, synthetic_lut
+
+    space = SearchSpace(max_blocks=3)
+    lut, objective = synthetic_lut(space), SyntheticObjective()
+    try:
+        ae = aging_evolution(space, objective, lut, budget_ms, cycles=cycles, seed=seed)
+        rs = random_search(space, objective, lut, budget_ms, evaluations=ae.evaluations, seed=seed)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    rows = [
+        {
+            "search": name,
+            "fitness": r.fitness,
+            "latency ms": r.latency_ms,
+            "hidden": r.arch.hidden_size,
+            "operators": " ".join(r.arch.operators),
+            "evaluations": r.evaluations,
+        }
+        for name, r in (("aging evolution", ae), ("random search", rs))
+    ]
+    _adapter_rows_out(f"eff llm nemotron-flash search: budget {budget_ms} ms", rows, json_path)
+
+
+@nemotron_flash_app.command("lut")
+def nemotron_flash_lut_cmd(
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    hidden: Annotated[str, typer.Option("--hidden", help="Hidden sizes, e.g. '64 128'.")] = "64",
+    seq_len: Annotated[int, typer.Option("--seq-len", min=1, help="Prefill length.")] = 64,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the rows as JSON.")
+    ] = None,
+) -> None:
+    """Measure the per-operator single-token decode LUT on this device (ms/token)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from eff_llm.nemotron_flash import LatencyLUT
+
+    sizes = _int_list(hidden, "--hidden")
+    lut = LatencyLUT.measure(
+        ops=("a", "swa", "d", "m2", "f"), hidden_sizes=sizes, seq_len=seq_len, seed=seed
+    )
+    rows = [{"operator": o, "hidden": h, "ms/token": t} for (o, h), t in sorted(lut.table.items())]
+    rows += [{"operator": "overhead", "hidden": h, "ms/token": t} for h, t in lut.overhead.items()]
+    _adapter_rows_out(f"eff llm nemotron-flash lut ({lut.device})", rows, json_path)
+
+
 # --- gain_rl ---------------------------------------------------------------------------------
+
+
+@app.command("gain-rl")
+def gain_rl_cmd(
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    task: Annotated[str, typer.Option("--task", help="modadd ((a + b) mod 16)")] = "modadd",
+    seeds: Annotated[int, typer.Option("--seeds", min=1)] = 1,
+    sampler: Annotated[str, typer.Option("--sampler", help="uniform | gainrl | both")] = "both",
+    threshold: Annotated[float, typer.Option("--threshold", help="Train-accuracy target.")] = 0.8,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Max GRPO steps.")] = 1200,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the rows as JSON.")
+    ] = None,
+) -> None:
+    """GRPO with the GAIN-RL angle curriculum vs uniform sampling on the toy task (llm.gain_rl)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from eff_llm.reproduce.gain_rl import GainRLReproConfig, end_to_end
+
+    if task != "modadd":
+        raise typer.BadParameter(f"must be one of ['modadd'], got {task!r}", param_hint="--task")
+    chosen = {"uniform": ("uniform",), "gainrl": ("gainrl",), "both": ("uniform", "gainrl")}
+    if sampler not in chosen:
+        raise typer.BadParameter(
+            f"must be one of {list(chosen)}, got {sampler!r}", param_hint="--sampler"
+        )
+    try:
+        cfg = GainRLReproConfig(threshold=threshold, steps=steps)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    rows = []
+    for s in range(seed, seed + seeds):
+        out = end_to_end(cfg, s, chosen[sampler])
+        for name in chosen[sampler]:
+            rows.append(
+                {
+                    "seed": s,
+                    "sampler": name,
+                    "warm-start accuracy": out["warm_accuracy"],
+                    f"steps to {threshold:.0%}": out[name]["steps_to_threshold"],
+                    "final accuracy": out[name]["final_accuracy"],
+                    "seconds": out[name]["seconds"],
+                }
+            )
+    _adapter_rows_out(f"eff llm gain-rl: {task}, ≤ {steps} steps", rows, json_path)
