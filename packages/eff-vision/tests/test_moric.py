@@ -1,0 +1,323 @@
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from eff_vision.data import (
+    RANDOM_MASK_KINDS,
+    astronaut_suit_mask,
+    disk_with_hole,
+    random_mask,
+    sample_image,
+    smooth_label_map,
+)
+from eff_vision.moric import Bitstream, ChainCoder, MoRIC, MoRICDecodeError, RegionCodecConfig, iou
+from eff_vision.moric.bitstream import Section, Tag
+from eff_vision.moric.chain import _encode_paths, label_edges
+from eff_vision.moric.codec import _arm_exact, decode_macs_per_pixel
+from eff_vision.moric.rangecoder import (
+    AdaptiveModel,
+    RangeDecodeError,
+    RangeDecoder,
+    RangeEncoder,
+    decode_laplace,
+    encode_laplace,
+)
+
+CC = ChainCoder()
+
+
+# --- range coder -----------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    syms=st.lists(st.integers(0, 4), min_size=1, max_size=300),
+    ints=st.lists(st.integers(-500, 500), max_size=100),
+    scale=st.integers(0, 63),
+    frac=st.integers(0, 7),
+)
+def test_range_coder_round_trips(syms, ints, scale, frac):
+    enc = RangeEncoder()
+    model = AdaptiveModel(5, contexts=5)
+    ctx = 0
+    for s in syms:
+        model.encode(enc, s, ctx)
+        ctx = s
+    for v in ints:
+        encode_laplace(enc, v, 3, scale, frac)
+        enc.encode_signed_gamma(v)
+    data = enc.finish()
+
+    def replay(payload):
+        dec = RangeDecoder(payload)
+        model = AdaptiveModel(5, contexts=5)
+        ctx, out, back = 0, [], []
+        for _ in syms:
+            ctx = model.decode(dec, ctx)
+            out.append(ctx)
+        for _ in ints:
+            back.append(decode_laplace(dec, 3, scale, frac))
+            assert dec.decode_signed_gamma() == back[-1]
+        return out, back, dec.exhausted()
+
+    assert replay(data) == (syms, ints, True)
+    # the decoder reads exactly the encoder's bytes: one byte less must fail, never guess
+    with pytest.raises(RangeDecodeError, match="truncated"):
+        replay(data[:-1])
+
+
+# --- contours --------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mask=arrays(bool, st.tuples(st.integers(1, 18), st.integers(1, 18))))
+def test_lossless_chain_code_round_trips_exactly_on_random_masks(mask):
+    if not mask.any():
+        mask[0, 0] = True
+    assert np.array_equal(CC.decode(CC.encode(mask)), mask)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    raw=arrays(
+        np.int8, st.tuples(st.integers(1, 14), st.integers(1, 14)), elements=st.integers(0, 4)
+    )
+)
+def test_partition_round_trips_exactly(raw):
+    labels = np.unique(raw, return_inverse=True)[1].reshape(raw.shape).astype(np.int32)
+    assert np.array_equal(CC.decode_partition(CC.encode_partition(labels)), labels)
+
+
+@pytest.mark.parametrize("kind", RANDOM_MASK_KINDS)
+def test_seeded_mask_families_round_trip(kind):
+    for seed in range(12):
+        mask = random_mask(seed, kind, (20 + seed, 27))
+        assert np.array_equal(CC.decode(CC.encode(mask)), mask), (kind, seed)
+
+
+def test_shared_boundaries_are_coded_once():
+    labels = smooth_label_map((64, 64), 3, seed=1)
+    part = len(CC.encode_partition(labels))
+    assert part < sum(len(CC.encode(labels == r)) for r in range(3))
+    hm, vm = label_edges(labels)
+    assert hm[0].sum() == hm[-1].sum() == vm[:, 0].sum() == vm[:, -1].sum() == 0  # no border edges
+
+
+def test_lossy_and_adaptive_modes():
+    for mask in (disk_with_hole(), astronaut_suit_mask()):
+        lossless = CC.encode(mask)
+        lossy = CC.encode_lossy(mask, 1.5)
+        assert iou(CC.decode(lossy), mask) >= 0.98 and len(lossy) < 0.8 * len(lossless)
+        adaptive = CC.encode_adaptive(mask, 0.98)
+        assert len(adaptive) <= len(lossless) and iou(CC.decode(adaptive), mask) >= 0.98
+    noisy = random_mask(3, "noise", (24, 24))
+    assert CC.encode_adaptive(noisy, 0.999) == CC.encode(noisy)  # lossy cannot reach the floor
+
+
+def _stream_from_paths(paths, h, w, n_labels=2):
+    enc = RangeEncoder()
+    _encode_paths(enc, paths, h, w)
+    enc.encode_bits(1, 1)
+    return Bitstream(0, 0, h, w, n_labels, [Section(Tag.CONTOURS, 0, enc.finish())]).to_bytes()
+
+
+def test_semantically_invalid_contours_raise():
+    # a path along the image border (never a label boundary)
+    with pytest.raises(MoRICDecodeError, match="leaves the image or runs along its border"):
+        CC.decode(_stream_from_paths([(0, 0, [0, 0])], 4, 4))
+    # the same edge twice
+    with pytest.raises(MoRICDecodeError, match="edge twice"):
+        CC.decode(_stream_from_paths([(1, 0, [0]), (1, 0, [0])], 4, 4))
+    # an open path that ends inside the image: its edge lies inside one region
+    with pytest.raises(MoRICDecodeError, match="does not close"):
+        CC.decode(_stream_from_paths([(2, 0, [0, 0])], 4, 4))
+    # a 3-label stream read as a mask
+    with pytest.raises(MoRICDecodeError, match="decode_partition"):
+        CC.decode(CC.encode_partition(smooth_label_map((16, 16), 3, 0)))
+
+
+def test_chain_stream_corruption_and_truncation_raise():
+    data = CC.encode(disk_with_hole(64))
+    for cut in range(len(data)):
+        with pytest.raises(MoRICDecodeError):
+            CC.decode(data[:cut])
+    for pos in range(0, len(data), 7):
+        bad = bytearray(data)
+        bad[pos] ^= 0xFF
+        with pytest.raises(MoRICDecodeError):
+            CC.decode(bytes(bad))
+    with pytest.raises(MoRICDecodeError, match="bad magic"):
+        CC.decode(b"JUNK" + data[4:])
+    bad = bytearray(data)
+    bad[4] = 9
+    with pytest.raises(MoRICDecodeError, match="version"):
+        CC.decode(bytes(bad))
+    with pytest.raises(MoRICDecodeError, match="trailing"):
+        CC.decode(data + b"\x00")
+
+
+# --- the codec -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small():
+    img = sample_image("astronaut", max_side=64)[8:40, 8:40]
+    labels = smooth_label_map((32, 32), 3, seed=2)
+    cfg = RegionCodecConfig(levels=3, iters=40, lam=0.01, seed=1)
+    bs = MoRIC(cfg).encode(img, labels)
+    return img, labels, cfg, bs
+
+
+def test_bitstream_decodes_to_the_encoders_reconstruction(small):
+    bs = small[3]
+    data = bs.to_bytes()
+    decoded = MoRIC.decode(data)
+    assert decoded.dtype == np.uint8 and np.array_equal(decoded, bs.reconstruction)
+    parts = bs.bits_by_part()
+    assert sum(parts.values()) == 8 * len(data) and all(v > 0 for v in parts.values())
+    assert bs.bpp() == pytest.approx(8 * len(data) / (32 * 32))
+    parsed = Bitstream.from_bytes(data)
+    assert parsed.bpp("region") == pytest.approx(bs.bpp())  # every region coded
+    assert np.array_equal(MoRIC.decode(parsed), decoded)
+
+
+def test_same_seed_same_bytes(small):
+    img, labels, cfg, bs = small
+    again = MoRIC(cfg).encode(img, labels)
+    assert again.to_bytes() == bs.to_bytes()
+
+
+def test_single_object_mode_and_per_region_lambda(small):
+    img, labels = small[:2]
+    one = MoRIC(RegionCodecConfig(levels=3, iters=20, lam=0.01, seed=1)).encode(img, labels, only=2)
+    dec = MoRIC.decode(one.to_bytes())
+    assert np.all(dec[labels != 2] == 0) and dec[labels == 2].any()
+    assert one.bpp("region") == pytest.approx(8 * len(one.to_bytes()) / int((labels == 2).sum()))
+    codec = MoRIC(RegionCodecConfig(levels=3, iters=20, seed=1, modulator=False))
+    cheap = codec.encode(img, labels, lam={0: 1.0, 1: 1.0, 2: 1.0})
+    rich = codec.encode(img, labels, lam={0: 1e-4, 1: 1e-4, 2: 1e-4})
+    assert cheap.bits_by_part()["latents"] < rich.bits_by_part()["latents"]
+    assert cheap.bits_by_part()["modulator"] == 0
+
+
+def test_arm_is_exact_in_any_batch_order():
+    rng = np.random.default_rng(0)
+    ctx = rng.integers(-40, 40, (300, 16))
+    layers = [(rng.integers(-300, 300, (16, 16)), rng.integers(-300, 300, 16)),
+              (rng.integers(-300, 300, (16, 16)), rng.integers(-300, 300, 16)),
+              (rng.integers(-300, 300, (2, 16)), rng.integers(-300, 300, 2))]  # fmt: skip
+    full = _arm_exact(ctx, layers, 8)
+    perm = rng.permutation(300)
+    shuffled = _arm_exact(ctx[perm], layers, 8)
+    rows = [_arm_exact(ctx[i : i + 1], layers, 8) for i in range(0, 300, 37)]
+    for a, b in zip(full, shuffled, strict=True):
+        assert np.array_equal(a[perm], b)
+    for j, r in zip(range(0, 300, 37), rows, strict=True):
+        assert all(int(a[j]) == int(b[0]) for a, b in zip(full, r, strict=True))
+
+
+def test_malformed_image_streams_raise_naming_the_part(small):
+    data = small[3].to_bytes()
+    for cut in range(0, len(data), 3):
+        with pytest.raises(MoRICDecodeError):
+            MoRIC.decode(data[:cut])
+    bs = Bitstream.from_bytes(data)
+    pos = len(bs._header())
+    for sec in bs.sections:
+        n = len(sec.to_bytes())
+        bad = bytearray(data)
+        bad[pos + n // 2] ^= 0x01
+        with pytest.raises(MoRICDecodeError, match=sec.name.split()[0]):
+            MoRIC.decode(bytes(bad))
+        pos += n
+    with pytest.raises(MoRICDecodeError, match="trailing"):
+        MoRIC.decode(data + b"\x01\x02")
+    with pytest.raises(MoRICDecodeError, match="contour stream"):
+        MoRIC.decode(CC.encode(disk_with_hole(32)))
+    with pytest.raises(MoRICDecodeError, match="image stream"):
+        CC.decode(data)
+    # a valid CRC around a semantically broken payload still raises, never IndexError
+    broken = Bitstream.from_bytes(data)
+    idx = next(i for i, s in enumerate(broken.sections) if s.tag == Tag.REGION_LATENTS)
+    broken.sections[idx] = Section(Tag.REGION_LATENTS, broken.sections[idx].index, b"\x00\x01")
+    with pytest.raises(MoRICDecodeError, match="REGION_LATENTS"):
+        MoRIC.decode(broken.to_bytes())
+    head = bytearray(data[:12])
+    assert zlib.crc32(bytes(head)) != 0  # (sanity: the header CRC is over real bytes)
+
+
+def test_codec_bad_inputs(small):
+    img, labels = small[:2]
+    codec = MoRIC(RegionCodecConfig(levels=3, iters=2))
+    with pytest.raises(ValueError, match="must have the image's shape"):
+        codec.encode(img, labels[:, :-1])
+    with pytest.raises(ValueError, match="contiguous"):
+        codec.encode(img, np.where(labels == 1, 5, labels))
+    with pytest.raises(ValueError, match="coarsest latent cell"):
+        MoRIC(RegionCodecConfig(levels=6, iters=2)).encode(img, labels)
+    with pytest.raises(ValueError, match="uint8 or float"):
+        codec.encode((img * 100).astype(np.int32), labels)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        codec.encode(img * 2, labels)
+    for lam in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="lam"):
+            codec.encode(img, labels, lam=lam)
+        with pytest.raises(ValueError, match="lam"):
+            RegionCodecConfig(lam=lam)
+    with pytest.raises(ValueError, match=r"lam\[1\]"):
+        codec.encode(img, labels, lam={1: 0.0})
+    with pytest.raises(ValueError, match="only must be a region id"):
+        codec.encode(img, labels, only=7)
+    with pytest.raises(ValueError, match="boolean or 0/1"):
+        CC.encode(np.full((4, 4), 2))
+    with pytest.raises(ValueError, match="all False"):
+        CC.encode(np.zeros((4, 4), bool))
+    with pytest.raises(ValueError, match="levels"):
+        RegionCodecConfig(levels=0)
+
+
+def test_decode_cost_is_counted_analytically():
+    macs = decode_macs_per_pixel(RegionCodecConfig())
+    assert 1000 < macs["total"] < 3000  # the overfitted-codec regime (~1–3K MACs/px)
+    lite = decode_macs_per_pixel(RegionCodecConfig(modulator=False))
+    assert lite["modulator"] == 0 and lite["total"] < macs["total"]
+
+
+def test_cli_encode_decode_files(tmp_path):
+    import cv2
+    from typer.testing import CliRunner
+
+    from eff_vision.cli import app
+
+    img = (sample_image("coffee", max_side=48)[:32, :32] * 255).astype(np.uint8)
+    mask = smooth_label_map((32, 32), 2, seed=3).astype(np.uint8) * 255
+    cv2.imwrite(str(tmp_path / "img.png"), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+    cv2.imwrite(str(tmp_path / "mask.png"), mask)
+    runner = CliRunner()
+    out = tmp_path / "out.moric"
+    res = runner.invoke(app, ["moric", "encode", str(tmp_path / "img.png"), "--mask", str(tmp_path / "mask.png"),
+                              "-o", str(out), "--iters", "10", "--levels", "3"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["moric", "decode", str(out), "-o", str(tmp_path / "dec.png")])
+    assert res.exit_code == 0, res.output
+    assert cv2.imread(str(tmp_path / "dec.png")).shape == (32, 32, 3)
+    (tmp_path / "bad.moric").write_bytes(out.read_bytes()[:-3])
+    res = runner.invoke(
+        app, ["moric", "decode", str(tmp_path / "bad.moric"), "-o", str(tmp_path / "x.png")]
+    )
+    assert res.exit_code != 0 and "truncated" in res.output
+
+
+@pytest.mark.slow
+def test_quick_reproduction_claims_hold():
+    from eff_vision.reproduce import moric
+
+    result = moric.run("quick", seed=0)
+    assert result.error is None
+    failed = [(c.text, c.measured, c.threshold) for c in result.claims if not c.passed]
+    assert not failed, failed
+    assert len(result.claims) == 15
