@@ -357,3 +357,30 @@ def test_bad_inputs_raise_the_documented_errors():
         sage_attention(q, k, v, smooth_q=True)
     with pytest.raises(ValueError, match="backward"):
         sage_attention(q, k, v, backward="int4")
+
+
+def test_triton_on_cpu_works_after_triton_was_imported_in_compiled_mode():
+    """A process that imported triton without TRITON_INTERPRET (transformers, inductor or the user
+    did) must still run our kernels interpreted on CPU: triton's ``@jit`` library functions
+    (``tl.zeros``, ``tl.max``) are JITFunctions then, which an interpreted kernel cannot call
+    unless the loader swaps in interpreted twins for the launch."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import triton.language as tl, torch\n"
+        "from triton.runtime.jit import JITFunction\n"
+        "assert isinstance(tl.zeros, JITFunction)\n"
+        "from eff_kernels.attention import sage_attention\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "q, k, v = (torch.randn(1, 2, 40, 64, generator=g).half() for _ in range(3))\n"
+        "tri = sage_attention(q, k, v, backend='triton').float()\n"
+        "ref = sage_attention(q, k, v, backend='reference').float()\n"
+        "cos = torch.nn.functional.cosine_similarity(tri.flatten(), ref.flatten(), dim=0)\n"
+        "assert cos >= 0.9999, float(cos)\n"
+        "assert isinstance(tl.zeros, JITFunction)  # restored after the launch\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]

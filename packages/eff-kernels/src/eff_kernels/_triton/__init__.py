@@ -34,16 +34,56 @@ def interpret_for(device: torch.device) -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
 
 
+_STDLIB_TWINS: dict[tuple[ModuleType, str, bool], object] = {}
+
+
+@contextlib.contextmanager
+def _stdlib_for(interpret: bool) -> Iterator[None]:
+    """Make triton.language's ``@jit`` library functions (``tl.zeros``, ``tl.max``, ``tl.sum``, ...)
+    match the launch mode, whatever mode triton was first imported in.
+
+    ``triton.language.standard`` decorates them once, when triton is first imported: as
+    ``InterpretedFunction`` if ``TRITON_INTERPRET`` was set then, else ``JITFunction``. If anything
+    imported triton before our loader (transformers, torch's inductor, a user), an interpreted
+    kernel calling them fails with "Cannot call @triton.jit'd outside of the scope of a kernel" (and
+    a compiled kernel fails after a CPU launch imported triton interpreted). For the duration of the
+    launch, swap in twins of the right kind, then restore the originals.
+    """
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    wrong, make = (
+        (JITFunction, InterpretedFunction) if interpret else (InterpretedFunction, JITFunction)
+    )
+    swapped = []
+    for mod in (tl, tl.standard, tl.math):
+        for name, value in list(vars(mod).items()):
+            if isinstance(value, wrong):
+                twin = _STDLIB_TWINS.get((mod, name, interpret))
+                if twin is None:
+                    twin = _STDLIB_TWINS[(mod, name, interpret)] = make(value.fn)
+                swapped.append((mod, name, value))
+                setattr(mod, name, twin)
+    try:
+        yield
+    finally:
+        for mod, name, value in reversed(swapped):
+            setattr(mod, name, value)
+
+
 @contextlib.contextmanager
 def launch_env(interpret: bool) -> Iterator[None]:
-    """Set ``TRITON_INTERPRET`` for the duration of a kernel import or launch."""
+    """Set ``TRITON_INTERPRET`` for the duration of a kernel import or launch (and give triton's
+    library functions the launch's mode, see :func:`_stdlib_for`)."""
     old = os.environ.get("TRITON_INTERPRET")
     if interpret:
         os.environ["TRITON_INTERPRET"] = "1"
     else:
         os.environ.pop("TRITON_INTERPRET", None)
     try:
-        yield
+        with _stdlib_for(interpret) if triton_available() else contextlib.nullcontext():
+            yield
     finally:
         if old is None:
             os.environ.pop("TRITON_INTERPRET", None)
