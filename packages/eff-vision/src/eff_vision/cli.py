@@ -451,3 +451,44 @@ def moric_decode_cmd(
         [{"output": str(output), "size": f"{img.shape[0]}×{img.shape[1]}"}],
         None,
     )
+
+
+# --- combo -------------------------------------------------------------------------------------
+
+
+@app.command("combo")
+def combo_cmd(
+    ntr: Annotated[
+        int, typer.Option("--ntr", min=1, max=996, help="Training images per task.")
+    ] = 700,
+    decoy: Annotated[str, typer.Option("--decoy", help="Decoy backbone: noise or none.")] = "noise",
+    top_k: Annotated[
+        int, typer.Option("--top-k", min=1, max=4, help="Backbones kept by importance.")
+    ] = 2,
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="ComBo training epochs.")] = 60,
+    seed: SeedOpt = 0,
+    json_path: JsonOpt = None,
+) -> None:
+    """ComBo vs the best single and the pooled linear probe on four frozen toy digit backbones."""
+    _pin_threads()
+    from eff_vision.reproduce.combo import ComboReproConfig, experiment
+
+    kind = _split(decoy, ("noise", "none"), "--decoy")[0]
+    cfg = ComboReproConfig(
+        ntr=ntr, decoy=None if kind == "none" else "noise", top_k=top_k, combo_epochs=epochs
+    )
+    out = experiment(cfg, seed)
+    imp_rows = [
+        {
+            "task": t,
+            **{f"importance {n}": v for n, v in p.get("importance_decoy", p["importance"]).items()},
+        }
+        for t, p in out["per_task"].items()
+    ]
+    _print_rows("eff vision combo: backbone importance (‖W_k‖ / sqrt(columns))", imp_rows, None)
+    _print_rows(
+        f"eff vision combo: NTR {ntr}, seed {seed} (toy digit backbones)",
+        out["rows"],
+        json_path,
+        {"importance": imp_rows},
+    )

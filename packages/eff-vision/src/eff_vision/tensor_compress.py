@@ -77,6 +77,17 @@ class ALSTrace:
     rolled_back: bool = False
     jitter: float = 0.0
 
+    def step(self, err: float, tol: float) -> str:
+        """Record one iteration's error: ``"rollback"`` if it increased the error (not recorded),
+        ``"converged"`` if it improved by at most ``tol`` (relative to the initial error),
+        else ``"continue"``."""
+        if err > self.errors[-1]:
+            self.rolled_back = True
+            return "rollback"
+        change = self.errors[-1] - err
+        self.errors.append(err)
+        return "converged" if change <= tol * max(self.errors[0], 1e-300) else "continue"
+
 
 # --------------------------------------------------------------------------------------------
 # Covariance
@@ -317,14 +328,10 @@ def tucker2_als_sigma(
         psp = p.T @ sig @ p
         g = _spd_solve(psp, (u_o.T @ ws @ p).T).T
         core = g.reshape(r_o, r_i, kh, kw)
-        err = _rel_sigma_err(w, approx(core, u_o, u_i), sig)
-        if err > trace.errors[-1]:
+        step = trace.step(_rel_sigma_err(w, approx(core, u_o, u_i), sig), tol)
+        if step == "rollback":
             core, u_o, u_i = prev
-            trace.rolled_back = True
-            break
-        change = trace.errors[-1] - err
-        trace.errors.append(err)
-        if change <= tol * max(trace.errors[0], 1e-300):
+        if step != "continue":
             break
     dtype = weight.dtype
     out = (core.to(dtype), [u_o.to(dtype), u_i.to(dtype)])
@@ -442,14 +449,10 @@ def cp_als_sigma(
         # A: closed form, A = W Σ K (Kᵀ Σ K)⁻¹
         kr = _khatri_rao(b, c)
         a = _spd_solve(kr.T @ sig @ kr, (ws @ kr).T).T
-        err = _rel_sigma_err(w, approx(a, b, c), sig)
-        if err > trace.errors[-1]:
+        step = trace.step(_rel_sigma_err(w, approx(a, b, c), sig), tol)
+        if step == "rollback":
             a, b, c = prev
-            trace.rolled_back = True
-            break
-        change = trace.errors[-1] - err
-        trace.errors.append(err)
-        if change <= tol * max(trace.errors[0], 1e-300):
+        if step != "continue":
             break
     nb, nc = b.norm(dim=0), c.norm(dim=0)
     b, c = b / torch.clamp(nb, min=1e-300), c / torch.clamp(nc, min=1e-300)

@@ -27,7 +27,9 @@ design** (spec "MoRIC — Algorithm (our design)"), built on the overfitted code
   entropy-coded with a Laplace model (one scale per tensor).
 
 **Decoder determinism** (the trap): the decoder recomputes the ARM's μ and b from decoded latents.
-The ARM is evaluated in exact dyadic arithmetic — integer latents, weights on the 2^−k grid, hidden
+Latents are coded coarsest level first, each level in wavefront order (t = a·y + x, a = 1 + the
+largest column offset of the causal rows), so that the decoder evaluates the ARM once per wavefront
+instead of once per latent. The ARM is evaluated in exact dyadic arithmetic — integer latents, weights on the 2^−k grid, hidden
 activations rounded to the 2^−8 grid — so every sum is exact in float64 regardless of summation order
 (BLAS, batch shape); μ and b are then quantised to the range coder's tables (μ to 1/8, b to a 64-step
 log grid) by comparisons and a division only. The encoder codes with the same function, vectorised.
@@ -560,6 +562,16 @@ def _regions_from_labels(
     return [_make_region(r, labels == r, levels, dilate) for r in coded]
 
 
+def _wavefront_order(ys: np.ndarray, xs: np.ndarray, offsets) -> tuple[np.ndarray, np.ndarray]:
+    """Coding order of a level's coded positions: wavefronts t = a·y + x with a = 1 + max dx of the
+    rows above, so every causal neighbour has a smaller t; positions of one wavefront are mutually
+    independent (the decoder evaluates their ARM in one batch). Returns (order, wavefront ids)."""
+    a = 1 + max([dx for dy, dx in offsets if dy < 0] or [0])
+    t = a * ys + xs
+    order = np.lexsort((ys, t))
+    return order, t[order]
+
+
 def _latent_payload(region: _Region, lat: list[np.ndarray], arm_ints, k: int, offsets) -> bytes:
     layers = [(arm_ints[2 * j], arm_ints[2 * j + 1]) for j in range(3)]
     enc = RangeEncoder()
@@ -567,32 +579,44 @@ def _latent_payload(region: _Region, lat: list[np.ndarray], arm_ints, k: int, of
         ys, xs = np.nonzero(region.footprints[level])
         if ys.size == 0:
             continue
+        order, _ = _wavefront_order(ys, xs, offsets)
+        ys, xs = ys[order], xs[order]
         grid = np.pad(lat[level], _PAD)
         center, frac, scale = _arm_exact(_contexts(grid, ys, xs, offsets), layers, k)
         vals = lat[level][ys, xs]
-        for v, c, f, s in zip(
+        for v, c, f, sc in zip(
             vals.tolist(), center.tolist(), frac.tolist(), scale.tolist(), strict=True
         ):
-            encode_laplace(enc, int(v), int(c), int(s), int(f))
+            encode_laplace(enc, int(v), int(c), int(sc), int(f))
     return enc.finish()
 
 
 def _decode_latents(
     payload: bytes, region: _Region, shapes, arm_ints, k: int, offsets, name: str
 ) -> list[np.ndarray]:
+    """Sequential range decoding in wavefront order; the ARM runs once per wavefront (batched,
+    exact, so it equals the encoder's vectorised evaluation)."""
     layers = [(arm_ints[2 * j], arm_ints[2 * j + 1]) for j in range(3)]
     dec = RangeDecoder(payload)
-    lat = [np.zeros(s, np.int64) for s in shapes]
+    lat = [np.zeros(sh, np.int64) for sh in shapes]
     for level in reversed(range(len(shapes))):
         grid = np.pad(lat[level], _PAD)
         ys, xs = np.nonzero(region.footprints[level])
-        for y, x in zip(ys.tolist(), xs.tolist(), strict=True):
-            ctx = np.array([[grid[y + _PAD + dy, x + _PAD + dx] for dy, dx in offsets]])
-            c, f, s = _arm_exact(ctx, layers, k)
-            v = decode_laplace(dec, int(c[0]), int(s[0]), int(f[0]))
-            if abs(v) > 1 << 20:
-                raise MoRICDecodeError(f"{name}: latent value {v} out of range")
-            grid[y + _PAD, x + _PAD] = v
+        if ys.size == 0:
+            continue
+        order, waves = _wavefront_order(ys, xs, offsets)
+        ys, xs = ys[order], xs[order]
+        bounds = np.flatnonzero(np.diff(waves)) + 1
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, ys.size], strict=True):
+            wy, wx = ys[lo:hi], xs[lo:hi]
+            center, frac, scale = _arm_exact(_contexts(grid, wy, wx, offsets), layers, k)
+            vals = [
+                decode_laplace(dec, c, sc, f)
+                for c, f, sc in zip(center.tolist(), frac.tolist(), scale.tolist(), strict=True)
+            ]
+            if any(abs(v) > 1 << 20 for v in vals):
+                raise MoRICDecodeError(f"{name}: latent value out of range")
+            grid[wy + _PAD, wx + _PAD] = vals
         lat[level] = grid[_PAD:-_PAD, _PAD:-_PAD].copy()
     if not dec.exhausted():
         raise MoRICDecodeError(f"{name}: payload has unread bytes")
