@@ -7,7 +7,8 @@
    its dependencies from the lock (``uv sync --package <pkg> --frozen``) plus the test tools of the
    ``dev`` group at their locked versions; the package's tests run there with ``pytest -n 2``.
    A package that lists extras under ``[tool.eff.ci] test-extras`` (e.g. eff-games' ``openspiel``,
-   eff-theory's ``torch``) has its tests run again in ``.venvs/<pkg>+<extra>`` with them installed.
+   eff-theory's ``torch``) has its tests run again in ``.venvs/<pkg>+<extra>`` with them installed
+   (only the paths under ``[tool.eff.ci.extra-tests]`` when the package lists them).
 4. ``eff-shared``, ``eff-games`` and ``eff-theory`` environments must not contain torch.
 5. ``integration_tests/`` in the full workspace environment (CLI end to end, Flower simulation).
 6. ``ruff check`` and ``ruff format --check``.
@@ -141,10 +142,25 @@ def pytest_args(skip_slow: bool) -> list[str]:
     return args
 
 
+def _ci_table(pkg: str) -> dict:
+    data = tomllib.loads((PACKAGES[pkg] / "pyproject.toml").read_text())
+    return data.get("tool", {}).get("eff", {}).get("ci", {})
+
+
 def test_extras(pkg: str) -> list[str]:
     """Extras under which the package's tests run a second time (``[tool.eff.ci] test-extras``)."""
-    data = tomllib.loads((PACKAGES[pkg] / "pyproject.toml").read_text())
-    return list(data.get("tool", {}).get("eff", {}).get("ci", {}).get("test-extras", []))
+    return list(_ci_table(pkg).get("test-extras", []))
+
+
+def extra_test_paths(pkg: str, extras: list[str]) -> list[Path]:
+    """The tests to re-run with ``extras`` installed: ``[tool.eff.ci.extra-tests] <extra> = [paths]``
+    (relative to the package) when given — the tests that exercise the extra — else all of them."""
+    table = _ci_table(pkg).get("extra-tests", {})
+    paths = [PACKAGES[pkg] / p for e in extras for p in table.get(e, [])]
+    for path in paths:
+        if not path.exists():
+            raise SystemExit(f"ci: {pkg}: [tool.eff.ci.extra-tests] names a missing path {path}")
+    return paths or [PACKAGES[pkg] / "tests"]
 
 
 def run_package(pkg: str, tools: Path, skip_slow: bool, extras: list[str] | None = None) -> None:
@@ -164,8 +180,8 @@ def run_package(pkg: str, tools: Path, skip_slow: bool, extras: list[str] | None
         if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0:
             raise SystemExit(f"ci: torch is importable in the {pkg} environment")
         print(f"ok: 'import torch' fails in .venvs/{pkg}")
-    tests = PACKAGES[pkg] / "tests"
-    sh([python, "-m", "pytest", str(tests), *pytest_args(skip_slow)])
+    tests = extra_test_paths(pkg, extras) if extras else [PACKAGES[pkg] / "tests"]
+    sh([python, "-m", "pytest", *map(str, tests), *pytest_args(skip_slow)])
     print(f"{name}: done in {time.perf_counter() - t0:.0f} s")
 
 
