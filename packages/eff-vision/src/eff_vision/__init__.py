@@ -3,6 +3,8 @@
 Modules (import them directly; this package imports nothing heavy on its own):
 
 - ``eff_vision.tensor_compress`` — data-informed Tucker-2 / CPD compression of conv layers.
+- ``eff_vision.robia``, ``eff_vision.lcotta`` (with the TTA baselines in ``eff_vision.tta``),
+  ``eff_vision.svip``, ``eff_vision.rankmatch``, ``eff_vision.fedphoenix`` — adaptation under shift.
 - ``eff_vision.data`` and ``eff_vision.metrics`` — seeded generators and metrics shared by the methods.
 """
 

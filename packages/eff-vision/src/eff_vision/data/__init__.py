@@ -10,6 +10,11 @@ each other's code:
 - :mod:`eff_vision.data.masks` — region masks, random masks and label maps (MoRIC).
 - :mod:`eff_vision.data.digits` — seeded splits of scikit-learn's bundled digits (tensor compression,
   fingerprinting, and later LCoTTA, ComBo, HAWAII, FedPhoenix).
+- :mod:`eff_vision.data.corruptions` — corrupted-digits streams (LCoTTA).
+- :mod:`eff_vision.data.stereo` — procedural stereo pairs, stereo corruptions and streams, and
+  ``TinyStereoNet`` (RobIA; imports torch, so it is not re-exported here).
+- :mod:`eff_vision.data.synthetic_persons` — visible/infrared persons (SVIP).
+- :mod:`eff_vision.data.ldl` — synthetic label distributions (RankMatch).
 
 Every stochastic generator takes an explicit ``seed``; same seed ⇒ same data.
 """

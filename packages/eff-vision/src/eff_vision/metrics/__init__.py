@@ -5,10 +5,12 @@
 - :mod:`eff_vision.metrics.pansharpen` — PSNR, SAM, ERGAS, Q (UIQI), Q2n, D_λ, D_s, QNR (Vivone
   toolbox conventions).
 - :mod:`eff_vision.metrics.ldl` — the six label-distribution metrics (RankMatch).
+- :mod:`eff_vision.metrics.reid` — CMC / mAP with torchreid's ``evaluate_rank`` conventions (SVIP).
+- :mod:`eff_vision.metrics.stereo` — EPE, bad-pixel rate, D1 (RobIA).
 """
 
 from __future__ import annotations
 
-from eff_vision.metrics import image, ldl, pansharpen
+from eff_vision.metrics import image, ldl, pansharpen, reid, stereo
 
-__all__ = ["image", "ldl", "pansharpen"]
+__all__ = ["image", "ldl", "pansharpen", "reid", "stereo"]

@@ -1,0 +1,243 @@
+"""Reproduction ``vision.svip``: SVIP (reconstruction) vs source-only, a SHOT-style baseline and an
+unsupervised VI-ReID baseline, with SVIP's three ablations, on generated visible/infrared persons.
+
+Data (spec; ``eff_vision.data.synthetic_persons``): source domain 100 identities × (8 visible + 8
+infrared), light background; unlabelled target domain 60 *new* identities × (8 + 8), darker greenish
+palette, contrast × 0.7, other size distribution; target test 30 further identities, 4 visible
+queries and 8 infrared gallery images each. Model: :class:`ReIDNet` (4 conv + BN, 4×2 part pooling,
+64-d embedding), trained on the source with identity cross-entropy + batch-hard triplet (60 epochs
+of 6 P×K batches, 16 identities × (2 visible + 2 infrared), Adam 1e-3). The pooling and the sampler
+were chosen on held-out *source* identities (cross-modal Rank-1 0.24 with a global pool, 0.43 with
+parts), never on the target.
+Adaptation: 10 epochs, Adam 3.5e-4, batch 64 per modality, k = 5, τ = 0.05, memory momentum 0.2,
+DBSCAN ``min_samples`` = 4. Metric: visible → infrared Rank-1 / Rank-5 / mAP (cosine distance,
+torchreid conventions), measured after the last epoch (no model selection).
+
+The thresholds are the spec's reconstructed proposals (**unverified**). Claim 3 ("each ablation is
+below full SVIP in mAP on 2 of 3 seeds") needs seeds 0–2: full mode runs them; quick mode runs
+seed 0 only and claims the ablation comparison at that seed. Where a threshold is not met, the
+measured numbers are reported (no tuning).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from eff_shared.reproduce import Claim, Result
+from eff_shared.seeding import derive_seed
+from eff_shared.torch import count_parameters
+from eff_vision.data.synthetic_persons import make_vi_reid
+from eff_vision.metrics.reid import evaluate_rank
+from eff_vision.svip import (
+    ReIDNet,
+    ResidualTransfer,
+    ShotBaseline,
+    SVIPAdapter,
+    UnsupervisedVIBaseline,
+    embed,
+    reliable_cross_modal_pairs,
+    train_source_reid,
+)
+
+__all__ = ["METHODS", "SVIPReproConfig", "experiment", "mechanics", "run"]
+
+METHODS = ("source-only", "SHOT-style", "unsupervised (no source guidance)", "SVIP",
+           "SVIP −RTL (full fine-tuning)", "SVIP −SGCL (clusters from f_t)", "SVIP −SCCA")  # fmt: skip
+ABLATION_OF = {
+    "SVIP −RTL (full fine-tuning)": "rtl",
+    "SVIP −SGCL (clusters from f_t)": "sgcl",
+    "SVIP −SCCA": "scca",
+}
+
+
+@dataclass(frozen=True)
+class SVIPReproConfig:
+    src_ids: int = 100
+    tgt_ids: int = 60
+    test_ids: int = 30
+    per_id: int = 8
+    queries_per_id: int = 4
+    gallery_per_id: int = 8
+    source_epochs: int = 60
+    epochs: int = 10
+    lr: float = 3.5e-4
+    k: int = 5
+
+    def __post_init__(self) -> None:
+        for name in ("src_ids", "tgt_ids", "test_ids", "per_id", "source_epochs", "epochs", "k"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+_SOURCE: dict[tuple, tuple[ReIDNet, float]] = {}
+
+
+def source_model(cfg: SVIPReproConfig, seed: int) -> tuple[ReIDNet, float]:
+    """The source ReIDNet (cached in-process; copy it before changing it) and its CPU seconds."""
+    key = (seed, cfg.src_ids, cfg.per_id, cfg.source_epochs)
+    if key not in _SOURCE:
+        src = make_vi_reid(cfg.src_ids, cfg.per_id, "source", derive_seed(seed, 111))
+        x = torch.from_numpy(np.concatenate([src.vis, src.ir]))
+        ids = torch.from_numpy(np.concatenate([src.vis_ids, src.ir_ids]))
+        modality = torch.cat([torch.zeros(len(src.vis_ids)), torch.ones(len(src.ir_ids))]).long()
+        torch.manual_seed(derive_seed(seed, 112))
+        model = ReIDNet()
+        t0 = time.process_time()
+        train_source_reid(
+            model, x, ids, modality, epochs=cfg.source_epochs, seed=derive_seed(seed, 113)
+        )
+        _SOURCE[key] = (model, time.process_time() - t0)
+    return _SOURCE[key]
+
+
+def _evaluate(model: torch.nn.Module, test: Any) -> dict[str, float]:
+    q = embed(model, torch.from_numpy(test.vis))
+    g = embed(model, torch.from_numpy(test.ir))
+    return evaluate_rank(q, test.vis_ids, g, test.ir_ids)
+
+
+def make_method(name: str, source: ReIDNet, cfg: SVIPReproConfig, seed: int) -> Any:
+    s = derive_seed(seed, 114)
+    if name == "SHOT-style":
+        return ShotBaseline(source, lr=cfg.lr, seed=s)
+    if name == "unsupervised (no source guidance)":
+        return UnsupervisedVIBaseline(source, lr=cfg.lr, k=cfg.k, seed=s)
+    if name == "SVIP":
+        return SVIPAdapter(source, k=cfg.k, lr=cfg.lr, seed=s)
+    if name in ABLATION_OF:
+        return SVIPAdapter(source, k=cfg.k, lr=cfg.lr, ablate={ABLATION_OF[name]}, seed=s)
+    raise ValueError(f"method must be one of {list(METHODS)}, got {name!r}")
+
+
+def experiment(cfg: SVIPReproConfig, seed: int, names: tuple[str, ...] = METHODS) -> dict[str, Any]:
+    source, source_s = source_model(cfg, seed)
+    tgt = make_vi_reid(cfg.tgt_ids, cfg.per_id, "target", derive_seed(seed, 115))
+    test = make_vi_reid(
+        cfg.test_ids, (cfg.queries_per_id, cfg.gallery_per_id), "target", derive_seed(seed, 116)
+    )
+    src_test = make_vi_reid(
+        cfg.test_ids, (cfg.queries_per_id, cfg.gallery_per_id), "source", derive_seed(seed, 117)
+    )
+    x_v, x_r = torch.from_numpy(tgt.vis), torch.from_numpy(tgt.ir)
+    rows, metrics = [], {}
+    total = count_parameters(source)
+    for name in names:
+        t0 = time.process_time()
+        if name == "source-only":
+            model, trainable, per_epoch = source, 0, 0.0
+        else:
+            method = make_method(name, source, cfg, seed)
+            model = method.fit(x_v, x_r, cfg.epochs)
+            per_epoch = (time.process_time() - t0) / cfg.epochs
+            trainable = count_parameters(model, trainable_only=True)
+            if isinstance(model, ResidualTransfer):
+                trainable = count_parameters(model.residual)
+        res = _evaluate(model, test)
+        res_src = _evaluate(model, src_test)
+        metrics[name] = {**res, "source_domain": res_src, "trainable": trainable}
+        rows.append({
+            "method": name, "Rank-1": res["rank1"], "Rank-5": res["rank5"], "mAP": res["mAP"],
+            "source-domain Rank-1": res_src["rank1"], "trainable params": trainable,
+            "trainable %": 100.0 * trainable / total, "CPU s/epoch": per_epoch,
+        })  # fmt: skip
+    return {"rows": rows, "metrics": metrics, "source_cpu_s": source_s}
+
+
+def hand_built_pairs_case() -> tuple[torch.Tensor, torch.Tensor, set[tuple[int, int]]]:
+    """Two groups of three people seen in both modalities (each infrared sample a near copy of
+    its visible one) and a decoy pair that is a mutual nearest neighbour but whose neighbourhoods
+    disagree (visible decoy near group A, infrared decoy near group B): the reliable pairs are
+    (i, i) for i < 6, and the decoy (6, 6) fails the Jaccard test (1/5 < 0.5)."""
+    e = torch.eye(12)
+    groups = (e[0], e[1])
+    z_vis = [g + 0.3 * e[2 + 3 * a + i] for a, g in enumerate(groups) for i in range(3)]
+    z_ir = [v + 0.01 * e[8] for v in z_vis]
+    z_vis.append(e[10] + 0.5 * e[0])
+    z_ir.append(e[10] + 0.5 * e[1])
+    return torch.stack(z_vis), torch.stack(z_ir), {(i, i) for i in range(6)}
+
+
+def mechanics(cfg: SVIPReproConfig, seed: int) -> dict[str, float]:
+    """f_t = f_s before the first update; f_s never changes; the reliable-pair rule on a
+    hand-built case; torchreid's conventions on a hand-computed example."""
+    import copy
+
+    source, _ = source_model(cfg, seed)
+    tgt = make_vi_reid(12, 4, "target", derive_seed(seed, 118))
+    x = torch.from_numpy(np.concatenate([tgt.vis, tgt.ir]))
+    frozen = copy.deepcopy(source)
+    rtl = ResidualTransfer(copy.deepcopy(source).requires_grad_(False), source.feat_dim)
+    with torch.no_grad():
+        same_start = float((rtl(x) - source(x)).abs().max())
+    adapter = SVIPAdapter(source, k=3, lr=cfg.lr, seed=1)
+    adapter.fit(torch.from_numpy(tgt.vis), torch.from_numpy(tgt.ir), 1)
+    src_unchanged = all(torch.equal(p, q) for p, q in zip(source.state_dict().values(),
+                                                          frozen.state_dict().values(), strict=True))  # fmt: skip
+    inner_unchanged = all(
+        torch.equal(p, q) for p, q in zip(adapter.model.source.state_dict().values(),
+                                          frozen.state_dict().values(), strict=True)
+    )  # fmt: skip
+    z_vis, z_ir, expected = hand_built_pairs_case()
+    pairs = reliable_cross_modal_pairs(z_vis, z_ir, k=3, jaccard_threshold=0.5)
+    got = {tuple(p) for p in pairs.tolist()}
+    # torchreid convention, hand-computed: 2 queries, gallery ids [0, 1, 0, 2]
+    dist = np.array([[0.1, 0.2, 0.3, 0.4], [0.5, 0.1, 0.2, 0.3]])
+    from eff_vision.metrics.reid import evaluate_rank_distmat
+
+    r = evaluate_rank_distmat(dist, [0, 2], [0, 1, 0, 2], cmc_ranks=(1, 2))
+    # q0: matches at ranks 1, 3 -> AP = (1 + 2/3) / 2; q1: order 1,2,3,0 -> match at rank 3: AP 1/3
+    ap = ((1 + 2 / 3) / 2 + 1 / 3) / 2
+    reid_err = max(abs(r["mAP"] - ap), abs(r["rank1"] - 0.5), abs(r["rank2"] - 0.5))
+    return {
+        "same_start": same_start, "source_unchanged": float(src_unchanged and inner_unchanged),
+        "pairs_ok": float(got == expected), "reid_err": reid_err,
+    }  # fmt: skip
+
+
+def run(mode: str = "quick", seed: int = 0) -> Result:
+    cfg = SVIPReproConfig()
+    result = Result(name="vision.svip", mode=mode, seed=seed)  # type: ignore[arg-type]
+    seeds = [seed] if mode == "quick" else [seed, seed + 1, seed + 2]
+    outs = {s: experiment(cfg, s) for s in seeds}
+    main = outs[seed]["metrics"]
+    for s, out in outs.items():
+        for row in out["rows"]:
+            result.table.append({"seed": s, **row})
+    wins = {abl: sum(outs[s]["metrics"][abl]["mAP"] < outs[s]["metrics"]["SVIP"]["mAP"] for s in seeds)
+            for abl in ABLATION_OF}  # fmt: skip
+    need = 1 if mode == "quick" else 2
+    result.claims += [
+        Claim("Rank-1(SVIP) − Rank-1(source-only), visible → infrared [points]",
+              100 * (main["SVIP"]["rank1"] - main["source-only"]["rank1"]), 10, ">="),
+        Claim("mAP(SVIP) − mAP(unsupervised baseline) [points]",
+              100 * (main["SVIP"]["mAP"] - main["unsupervised (no source guidance)"]["mAP"]), 3, ">="),
+    ]  # fmt: skip
+    for abl, n in wins.items():
+        result.claims.append(
+            Claim(f"seeds (of {len(seeds)}) where mAP({abl}) < mAP(SVIP)", n, need, ">=")
+        )
+    mech = mechanics(cfg, seed)
+    result.claims += [
+        Claim("f_t = f_s before the first update: max |Δ embedding|", mech["same_start"], 0.0, "<="),
+        Claim("f_s parameters never change (1 = yes)", mech["source_unchanged"], 1, ">="),
+        Claim("reliable pairs = mutual NN passing the Jaccard test on a hand-built case (1 = yes)", mech["pairs_ok"], 1, ">="),
+        Claim("evaluate_rank vs a hand-computed example (torchreid conventions), max abs error", mech["reid_err"], 1e-12, "<="),
+    ]  # fmt: skip
+    same = experiment(SVIPReproConfig(epochs=1), seed, ("SVIP",))["metrics"]["SVIP"]
+    again = experiment(SVIPReproConfig(epochs=1), seed, ("SVIP",))["metrics"]["SVIP"]
+    result.claims.append(Claim("same seed ⇒ same result (1 = yes)", float(same == again), 1, ">="))
+    result.metrics = {f"seed_{s}": out["metrics"] for s, out in outs.items()}
+    result.metrics["mechanics"] = mech
+    result.metrics["source_cpu_s"] = outs[seed]["source_cpu_s"]
+    result.notes += [
+        "SVIP is our reconstruction (no code, equations or numbers were available); the thresholds "
+        "are unverified proposals.",
+        f"lr {cfg.lr} (cluster-contrast-reid's default; no source gives SVIP's), {cfg.epochs} epochs, "
+        f"k = {cfg.k}, DBSCAN eps = median distance to the 4th neighbour.",
+    ]
+    return result
