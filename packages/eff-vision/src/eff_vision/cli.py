@@ -606,7 +606,9 @@ def robia_cmd(
     try:
         height, width = (int(v) for v in size.lower().split("x"))
     except ValueError as exc:
-        raise typer.BadParameter(f"expected HEIGHTxWIDTH, got {size!r}", param_hint="--size") from exc
+        raise typer.BadParameter(
+            f"expected HEIGHTxWIDTH, got {size!r}", param_hint="--size"
+        ) from exc
     try:
         cfg = RobIAReproConfig(height=height, width=width, max_disp=max_disp, domains=doms,
                                cycles=cycles, pairs_per_domain=pairs)  # fmt: skip
