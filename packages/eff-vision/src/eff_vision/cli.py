@@ -645,3 +645,35 @@ def svip_cmd(
         out["rows"],
         json_path,
     )
+
+
+# --- hawaii ------------------------------------------------------------------------------------
+
+
+@app.command("hawaii")
+def hawaii_cmd(
+    teachers: Annotated[
+        str, typer.Option("--teachers", help="Comma-separated: sup, ae, rot, random, clip.")
+    ] = "sup,ae,rot,random",
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Distillation epochs.")] = 20,
+    router_runs: Annotated[
+        bool, typer.Option("--router-runs/--no-router-runs", help="Per-teacher router runs.")
+    ] = False,
+    seed: SeedOpt = 0,
+    json_path: JsonOpt = None,
+) -> None:
+    """HAWAII (our reading) vs lite multi-teacher and single-teacher distillation into a tiny ViT."""
+    _pin_threads()
+    from eff_vision.reproduce.hawaii import HawaiiReproConfig, experiment
+
+    names = tuple(_split(teachers, ("sup", "ae", "rot", "random", "clip"), "--teachers"))
+    cfg = HawaiiReproConfig(teachers=names, epochs=epochs, router_runs=router_runs)
+    out = experiment(cfg, seed)
+    tm = sum(out["teacher_macs"].values())
+    _print_rows(
+        f"eff vision hawaii: teachers {','.join(names)}, {epochs} epochs, seed {seed} "
+        f"(student MACs {out['student_macs']:.0f}, teachers' MACs {tm:.0f})",
+        out["rows"],
+        json_path,
+        {"student_macs": out["student_macs"], "teacher_macs": out["teacher_macs"]},
+    )
