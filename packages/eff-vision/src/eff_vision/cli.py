@@ -677,3 +677,41 @@ def hawaii_cmd(
         json_path,
         {"student_macs": out["student_macs"], "teacher_macs": out["teacher_macs"]},
     )
+
+
+# --- clic --------------------------------------------------------------------------------------
+
+
+@app.command("clic")
+def clic_cmd(
+    pretrain_steps: Annotated[int, typer.Option("--pretrain-steps", min=1)] = 600,
+    finetune_steps: Annotated[int, typer.Option("--finetune-steps", min=1)] = 300,
+    lr: Annotated[float, typer.Option("--lr", min=1e-12, help="Fine-tuning learning rate.")] = 3e-4,
+    freeze_vision: Annotated[
+        bool, typer.Option("--freeze-vision/--train-vision", help="Official default: frozen.")
+    ] = True,
+    seed: SeedOpt = 0,
+    json_path: JsonOpt = None,
+) -> None:
+    """CLIC vs pretrained, CLIP fine-tuning and NegCLIP on coloured shapes (tiny CLIP from scratch)."""
+    _pin_threads()
+    import warnings
+
+    from eff_vision.clic import SwapFallbackWarning
+    from eff_vision.reproduce.clic import CLICReproConfig, experiment
+
+    cfg = CLICReproConfig(
+        pretrain_steps=pretrain_steps,
+        finetune_steps=finetune_steps,
+        lr=lr,
+        freeze_vision=freeze_vision,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SwapFallbackWarning)
+        out = experiment(cfg, seed)
+    _print_rows(
+        f"eff vision clic: {pretrain_steps} pre-training / {finetune_steps} fine-tuning steps, lr {lr}, "
+        f"vision {'frozen' if freeze_vision else 'trained'}, seed {seed}",
+        out["rows"],
+        json_path,
+    )

@@ -199,7 +199,7 @@ def experiment(cfg: CLICReproConfig, seed: int) -> dict[str, Any]:
         scores[key] = _evaluate(models[key], test)
     rows = [
         {"method": m, "swap-att": scores[m]["swap_att"], "replace-att": scores[m]["replace_att"],
-         "R@1": scores[m]["R@1"], "fine-tune CPU s": cpu.get(m, pretrain_s if m == "pretrained" else 0.0)}
+         "R@1": scores[m]["R@1"], "train CPU s (pre-train for pretrained)": cpu.get(m, pretrain_s if m == "pretrained" else 0.0)}
         for m in METHODS
     ]  # fmt: skip
     vis_same = all(
