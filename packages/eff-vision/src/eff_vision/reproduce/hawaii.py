@@ -14,9 +14,9 @@ Adam 2e-3, batch 64, from the same pre-trained student for every variant:
 
 - **lite** (MoVE-KD-lite, "plain multi-teacher feature regression"): one shared LoRA, per-teacher
   linear adapters, unweighted MSE, no router;
-- **single-teacher distillation** from each teacher t (HAWAII's machinery with only teacher t's
-  fine and coarse losses; its router statistics answer "is expert t the route when distilling
-  from teacher t");
+- **single-teacher distillation** from each teacher t (one LoRA + teacher t's adapter, plain MSE);
+- **hawaii, teacher t only** (full mode, threshold 2): HAWAII's machinery with only teacher t's
+  fine and coarse losses — is expert t the route when distilling from teacher t?
 - **hawaii**: teacher-specific LoRA + teacher router + CLS-attention token weighting + 2 general
   LoRA experts with their router (coarse-grained distillation);
 - **hawaii without token weights** (threshold 3).
