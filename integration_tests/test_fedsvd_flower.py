@@ -95,7 +95,7 @@ def test_one_fedsvd_round_on_a_flower_simulation_matches_the_in_process_runner()
 
     results = []
     server = make_server_app(
-        FedSVDAggregator(), init, num_rounds=1, on_finish=results.append, timeout=120.0
+        FedSVDAggregator(), init, num_rounds=1, on_finish=results.append, timeout=900.0
     )
     try:
         run_simulation(server, make_client_app(client, load_partition, seed=5), num_supernodes=2)

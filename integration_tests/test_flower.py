@@ -415,7 +415,7 @@ def test_flower_simulation_matches_in_process_runner():
     seed, rounds, num_clients = 11, 2, 2
     results: list[RunResult] = []
     server_app = make_server_app(
-        FedAvg(), {"w": np.zeros(3)}, num_rounds=rounds, on_finish=results.append, timeout=60.0
+        FedAvg(), {"w": np.zeros(3)}, num_rounds=rounds, on_finish=results.append, timeout=900.0
     )
     client_app = make_client_app(toward_mean, load_partition, seed=seed)
     try:
