@@ -30,6 +30,7 @@ from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Result
 
 from .._data import arithmetic_table
+from .._lm_train import single_thread
 from .._models import tiny_llama, train_last_token
 from ..gain_rl import (
     GaussianCurriculumSampler,
@@ -234,6 +235,7 @@ def end_to_end(
     return out
 
 
+@single_thread
 def run(mode: str = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None) -> Result:
     """Quick: one end-to-end seed of at most 300 GRPO steps. Full: 3 seeds of at most 1200 steps
     (median step ratio)."""
@@ -277,7 +279,7 @@ def run(mode: str = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None
         Claim(
             "Δμ − n·tanh(α(acc − β)) − n·tanh(α·C̄) (|Δ|)", mech["delta_formula_error"], 1e-9, "<="
         ),
-        Claim("Δμ clipped to [adj_min, adj_max] (1 = yes)", mech["clipping"], 1.0, ">="),
+        Claim("adj_min ≤ Δμ ≤ adj_max (clipping; 1 = yes)", mech["clipping"], 1.0, ">="),
         Claim("μ never decreases (adj_min = 0) (1 = yes)", mech["monotone"], 1.0, ">="),
         Claim("same seed ⇒ same subsets (1 = yes)", mech["determinism"], 1.0, ">="),
         Claim(

@@ -31,7 +31,7 @@ from eff_shared.reproduce import Claim, Result
 from eff_shared.torch import count_parameters
 
 from .._corpus import docstring_lm_data, validation_windows
-from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, train_lm
+from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, single_thread, train_lm
 from ..lrc import LowRankClone, LowRankCloneConfig, lrc_trainable_count
 
 __all__ = ["BASELINES", "LRCReproConfig", "experiment", "run", "tiny_tied_llama", "train_teacher"]
@@ -205,6 +205,7 @@ def _info_variant(cfg: LRCReproConfig, seed: int, **changes) -> float:
     return evaluate_lm(model.to_student(), val)["ce"]
 
 
+@single_thread
 def run(mode: str = "quick", seed: int = 0, cfg: LRCReproConfig | None = None) -> Result:
     """Quick: one seed. Full: seeds ``seed, seed+1, seed+2`` (claims on the median differences)
     plus two information rows (the code's sequence-summed KL; the paper's temperature 40)."""

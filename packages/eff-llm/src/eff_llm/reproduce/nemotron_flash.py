@@ -41,7 +41,7 @@ from eff_shared.reproduce import Claim, Result
 from eff_shared.torch import count_parameters
 
 from .._corpus import docstring_lm_data, validation_windows
-from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, train_lm
+from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, single_thread, train_lm
 from .._models import tiny_llama
 from ..nemotron_flash import (
     CASE1,
@@ -420,6 +420,7 @@ def lut_demo(seed: int, hidden: int = 64) -> dict:
     }
 
 
+@single_thread
 def run(mode: str = "quick", seed: int = 0, cfg: NemotronFlashReproConfig | None = None) -> Result:
     """Quick: one weight-norm seed of 150 steps (CI budget). Full: three seeds of the spec's 300
     steps, the search sensitivity to two other objectives and the law fit over 10 noise draws
