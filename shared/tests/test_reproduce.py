@@ -122,3 +122,31 @@ def test_cli_exit_status_follows_claims(monkeypatch, tmp_path):
     res = runner.invoke(app, ["reproduce", "nope"])
     assert res.exit_code == 2
     assert "no reproduction named" in res.output
+
+
+def test_reproduce_runs_torch_with_the_requested_threads_and_restores_them(monkeypatch):
+    """`eff reproduce --threads N` pins torch's intra-op threads for the run (a fake torch module
+    stands in, so this runs in the torch-free eff-shared environment too)."""
+    import importlib.util
+    import sys
+    import types
+
+    from eff_shared import cli
+
+    calls = []
+    fake = types.ModuleType("torch")
+    fake.get_num_threads = lambda: 8
+    fake.set_num_threads = calls.append
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda n, *a: object() if n == "torch" else real_find_spec(n, *a),
+    )
+    with cli._torch_threads(1):
+        assert calls == [1]
+    assert calls == [1, 8]
+    with cli._torch_threads(0):  # 0 leaves torch alone
+        pass
+    assert calls == [1, 8]

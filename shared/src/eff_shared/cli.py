@@ -7,8 +7,11 @@ its own ``eff <domain> ...`` commands in through the entry-point group ``eff.com
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import sys
+from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 from typing import Annotated
@@ -61,6 +64,26 @@ def list_cmd(
     _console().print(table)
 
 
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """Run torch single-threaded (or with ``n`` threads) when a torch package is installed.
+
+    The reproductions are small: on a many-core or loaded machine torch's default (one thread per
+    core) made them several times slower, and one thread keeps their numbers machine-independent.
+    """
+    if n <= 0 or importlib.util.find_spec("torch") is None:
+        yield
+        return
+    import torch  # the optional `torch` extra: only present with a torch domain package
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @app.command("reproduce")
 def reproduce_cmd(
     names: Annotated[
@@ -80,6 +103,14 @@ def reproduce_cmd(
         Path | None,
         typer.Option("--out", help="Write results.json, report.md and plots into this folder."),
     ] = None,
+    threads: Annotated[
+        int,
+        typer.Option(
+            "--threads",
+            min=0,
+            help="torch intra-op threads while the reproductions run (0: torch's default).",
+        ),
+    ] = 1,
 ) -> None:
     """Run reproductions and print the claims table; exit status 1 when any claim fails."""
     try:
@@ -97,9 +128,10 @@ def reproduce_cmd(
         def on_start(name: str) -> None:
             progress.update(task, description=f"{name} ({mode})")
 
-        results = run_many(
-            selected, mode, seed, on_start=on_start, on_done=lambda r: progress.advance(task)
-        )
+        with _torch_threads(threads):
+            results = run_many(
+                selected, mode, seed, on_start=on_start, on_done=lambda r: progress.advance(task)
+            )
     report.print_results(results, console)
     for r in results:
         if r.error:
