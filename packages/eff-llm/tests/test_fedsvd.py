@@ -145,6 +145,58 @@ def test_dp_noise_touches_only_trainable_tensors_and_is_seeded():
     assert not all(torch.equal(d1[k], d3[k]) for k in d1)
 
 
+def test_dp_noise_is_gaussian_with_std_sigma_c_over_the_expected_batch():
+    # One step from the same start with the same generator: the per-sample part is identical, so
+    # Δ(σ) − Δ(0) = −lr·N(0, σ²C²)/(q·n) exactly, with q·n = batch_size the expected batch.
+    model = lora_model(TASK, 4, 0)
+    names = trainable_names(model, "B")
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+    sigma, clip, lr, batch = 3.0, 2.0, 0.5, 32
+
+    def step(s, seed):
+        for n, p in model.named_parameters():
+            p.data.copy_(start[n])
+        return dp_sgd_local_train(
+            model,
+            names,
+            (TASK.x_train[:128], TASK.y_train[:128]),
+            sigma=s,
+            max_grad_norm=clip,
+            lr=lr,
+            steps=1,
+            batch_size=batch,
+            generator=torch.Generator().manual_seed(seed),
+        )
+
+    noise = torch.cat(
+        [(step(sigma, seed)[k] - step(0.0, seed)[k]).flatten() for seed in range(8) for k in names]
+    ) * (-batch / lr)
+    assert noise.numel() == 8 * 32 * 4
+    assert noise.std().item() == pytest.approx(sigma * clip, rel=0.08)
+    assert abs(noise.mean().item()) < 0.8  # 4 standard errors of the mean
+
+
+def test_client_trains_on_the_broadcast_a():
+    # FedSVD's clients must receive the re-factorised A (and B), not keep their initial A.
+    model = lora_model(TASK, 4, 0)
+    client = make_dp_lora_client(
+        model, "fedsvd", sigma=0.0, max_grad_norm=1.0, lr=0.5, steps=1, batch_size=32
+    )
+    state = lora_state(model)
+    a_key, b_key = f"{KEY}.lora_A.weight", f"{KEY}.lora_B.weight"
+    q, _ = torch.linalg.qr(_rand(64, 4, seed=7).float())
+    state[a_key], state[b_key] = q.T.contiguous(), _rand(32, 4, seed=8).float()
+    update, n, _ = client(
+        dict(state), (TASK.x_train[:64], TASK.y_train[:64]), None, np.random.default_rng(0)
+    )
+    params = dict(model.named_parameters())
+    torch.testing.assert_close(params[f"{KEY}.lora_A.default.weight"], state[a_key], atol=0, rtol=0)
+    torch.testing.assert_close(
+        params[f"{KEY}.lora_B.default.weight"], state[b_key] + update[b_key], atol=1e-6, rtol=0
+    )
+    assert set(update) == {b_key} and n == 64
+
+
 def test_client_sends_only_b_in_fedsvd_mode_and_runs_on_the_runner():
     model = lora_model(TASK, 4, 0)
     client = make_dp_lora_client(

@@ -6,7 +6,9 @@ steps of expected batch 64, lr 0.5, C = 1; σ from Opacus RDP at (ε, δ = 1e-5)
 64/(mean client size) × 3/6 and 10·40 steps — the same σ for every method. Claims: the spec's
 mechanics items and the non-inferiority items (FedSVD ≥ FFA-LoRA − 0.01, ≥ base + 0.03). The
 paper's "FedSVD > FedAvg-LoRA under DP" is printed, not claimed (it did not reproduce in the
-prototype).
+prototype). Full mode also reports, without claims, the prototype's second setting (r = 16, ε = 1),
+the same seed without DP noise (σ = 0: how far a fixed row space of A gets on this task draw at
+all) and the learning comparison at the next four seeds.
 """
 
 from __future__ import annotations
@@ -107,8 +109,50 @@ def _opacus_crosscheck(model, x, y, clip) -> float:
     return err
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) -> Result:
-    cfg = cfg or FedSVDRunConfig()
+_METHODS = (
+    ("FedSVD", "fedsvd", FedSVDAggregator),
+    ("FFA-LoRA", "ffa", FFALoRAAggregator),
+    ("FedAvg-LoRA", "fedavg", FedAvgLoRAAggregator),
+)
+_BASE = "base (no adaptation)"
+
+
+def _federate(task, cfg: FedSVDRunConfig, seed: int, sigma: float, client_data, wrap=None):
+    """Test accuracy (base and the three methods) and upload sizes after ``cfg.rounds`` rounds.
+
+    Every method starts from the same peft LoRA init, sees the same client sampling and the same
+    per-(round, client) generators, and uses the same σ. ``wrap(aggregator, init_state)`` may
+    wrap FedSVD's aggregator (the mechanics recorder).
+    """
+    accs, uploads = {}, {}
+    base_model = lora_model(task, cfg.rank, seed)
+    accs[_BASE] = accuracy(base_model, task.x_test, task.y_test)
+    init_state = lora_state(base_model)
+    for label, mode_name, agg_cls in _METHODS:
+        model = lora_model(task, cfg.rank, seed)
+        client = make_dp_lora_client(
+            model,
+            mode_name,  # type: ignore[arg-type]
+            sigma=sigma,
+            max_grad_norm=cfg.max_grad_norm,
+            lr=cfg.lr,
+            steps=cfg.local_steps,
+            batch_size=cfg.batch_size,
+        )
+        agg = agg_cls()
+        if mode_name == "fedsvd" and wrap is not None:
+            agg = wrap(agg, init_state)
+        res = InProcessRunner(cfg.rounds, cfg.clients_per_round, seed).run(
+            dict(init_state), client, agg, client_data
+        )
+        load_lora_state(model, res.final_state)
+        accs[label] = accuracy(model, task.x_test, task.y_test)
+        uploads[label] = sorted({c.upload_bytes for c in res.comm})
+    return accs, uploads
+
+
+def _setup(cfg: FedSVDRunConfig, seed: int):
+    """Task, client partitions, accountant sample rate and steps, calibrated σ."""
     task = make_lowrank_task(seed, n_train=cfg.n_train, shift=cfg.shift)
     parts = dirichlet_partition(
         task.y_train.numpy(), cfg.clients, cfg.dirichlet_alpha, seed, min_size=cfg.batch_size
@@ -117,40 +161,29 @@ def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) 
     mean_size = float(np.mean([len(p) for p in parts]))
     sample_rate = cfg.batch_size / mean_size * cfg.clients_per_round / cfg.clients
     steps = cfg.local_steps * cfg.rounds
-    dp = DPConfig(cfg.epsilon, cfg.delta, cfg.max_grad_norm)
-    sigma = calibrate_noise(dp, sample_rate, steps)
+    sigma = calibrate_noise(DPConfig(cfg.epsilon, cfg.delta, cfg.max_grad_norm), sample_rate, steps)
+    return task, client_data, sample_rate, steps, sigma
+
+
+def _fmt(accs: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.3f}" for k, v in accs.items())
+
+
+def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) -> Result:
+    cfg = cfg or FedSVDRunConfig()
+    task, client_data, sample_rate, steps, sigma = _setup(cfg, seed)
     eps_spent = account_epsilon(sigma, sample_rate, steps, cfg.delta)
 
     result = Result(name="llm.fedsvd", mode=mode, seed=seed)  # type: ignore[arg-type]
-    accs, uploads = {}, {}
-    base_model = lora_model(task, cfg.rank, seed)
-    accs["base (no adaptation)"] = accuracy(base_model, task.x_test, task.y_test)
-    init_state = lora_state(base_model)
     recorder = None
-    for label, mode_name, agg in (
-        ("FedSVD", "fedsvd", FedSVDAggregator()),
-        ("FFA-LoRA", "ffa", FFALoRAAggregator()),
-        ("FedAvg-LoRA", "fedavg", FedAvgLoRAAggregator()),
-    ):
-        model = lora_model(task, cfg.rank, seed)
-        client = make_dp_lora_client(
-            model,
-            mode_name,
-            sigma=sigma,
-            max_grad_norm=cfg.max_grad_norm,
-            lr=cfg.lr,
-            steps=cfg.local_steps,
-            batch_size=cfg.batch_size,
-        )  # type: ignore[arg-type]
-        if mode_name == "fedsvd":
-            a0 = {n: init_state[a] for n, (a, _) in lora_pairs(init_state).items()}
-            agg = recorder = _Recorder(agg, a0)  # type: ignore[assignment]
-        res = InProcessRunner(cfg.rounds, cfg.clients_per_round, seed).run(
-            dict(init_state), client, agg, client_data
-        )
-        load_lora_state(model, res.final_state)
-        accs[label] = accuracy(model, task.x_test, task.y_test)
-        uploads[label] = sorted({c.upload_bytes for c in res.comm})
+
+    def wrap(agg, init_state):
+        nonlocal recorder
+        a0 = {n: init_state[a] for n, (a, _) in lora_pairs(init_state).items()}
+        recorder = _Recorder(agg, a0)
+        return recorder
+
+    accs, uploads = _federate(task, cfg, seed, sigma, client_data, wrap)
     assert recorder is not None
 
     # Economical vs full SVD on a random (non-orthonormal) pair.
@@ -173,7 +206,7 @@ def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) 
         {
             "method": k,
             "test accuracy": v,
-            "sigma": sigma if k != "base (no adaptation)" else 0.0,
+            "sigma": sigma if k != _BASE else 0.0,
             "upload bytes/client/round": (uploads.get(k) or [0])[0],
         }
         for k, v in accs.items()
@@ -220,7 +253,7 @@ def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) 
             -0.01,
             ">=",
         ),
-        Claim("accuracy FedSVD - base", accs["FedSVD"] - accs["base (no adaptation)"], 0.03, ">="),
+        Claim("accuracy FedSVD - base", accs["FedSVD"] - accs[_BASE], 0.03, ">="),
     ]
     result.metrics.update(
         {
@@ -231,12 +264,14 @@ def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) 
             **{f"accuracy[{k}]": v for k, v in accs.items()},
         }
     )
+    result.notes.append(f"rank {cfg.rank}, epsilon {cfg.epsilon}, seed {seed}: {_fmt(accs)}")
     result.notes.append(
         f"FedSVD vs FedAvg-LoRA (the paper's headline, not claimed): {accs['FedSVD']:.3f} vs {accs['FedAvg-LoRA']:.3f}. "
         "The row space of A never leaves that of A_0 (measured angle above), so FedSVD can only match FFA-LoRA "
         "when the target's input directions lie outside it; the spec's prototype saw the same."
     )
-    if mode == "full":  # the spec prototype's second setting, reported (no claim)
+    if mode == "full":  # diagnostics, reported (no claims)
+        # The spec prototype's second setting.
         alt = run("quick", seed, FedSVDRunConfig(rank=16, epsilon=1.0))
         result.metrics["r16_eps1"] = {
             k: v for k, v in alt.metrics.items() if k.startswith(("accuracy", "sigma"))
@@ -245,6 +280,22 @@ def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) 
             "r = 16, epsilon = 1: "
             + ", ".join(f"{r['method']} {r['test accuracy']:.3f}" for r in alt.table)
         )
+        # Same seed without noise (clipped SGD, sigma = 0): how far a fixed row space of A can go
+        # on this task draw at all, whatever the privacy noise.
+        no_dp, _ = _federate(task, cfg, seed, 0.0, client_data)
+        result.metrics["no_dp"] = {f"accuracy[{k}]": v for k, v in no_dp.items()}
+        result.notes.append(f"same seed, sigma = 0 (no DP noise): {_fmt(no_dp)}")
+        # The learning claims at the next seeds (new task draw, partition and LoRA init).
+        other = {}
+        for s in range(seed + 1, seed + 5):
+            t_s, data_s, _, _, sigma_s = _setup(cfg, s)
+            a_s, _ = _federate(t_s, cfg, s, sigma_s, data_s)
+            other[s] = {f"accuracy[{k}]": v for k, v in a_s.items()}
+            result.notes.append(
+                f"seed {s} (sigma {sigma_s:.4f}): {_fmt(a_s)}; FedSVD - base "
+                f"{a_s['FedSVD'] - a_s[_BASE]:+.3f}, FedSVD - FFA-LoRA {a_s['FedSVD'] - a_s['FFA-LoRA']:+.3f}"
+            )
+        result.metrics["other_seeds"] = other
     result.notes.append(
         f"rank {cfg.rank}, epsilon {cfg.epsilon}, delta {cfg.delta}, sigma {sigma:.4f}, "
         f"{cfg.rounds} rounds x {cfg.clients_per_round}/{cfg.clients} clients, {cfg.local_steps} local steps"
