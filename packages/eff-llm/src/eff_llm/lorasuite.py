@@ -26,7 +26,9 @@ up to peft's α/r scaling, which is kept), so the result loads with ``set_peft_m
 Named discrepancies (the spec's traps):
 
 - The official head transform multiplies by a Gram factor (T_Q = Q_a Q_aᵀ for a pure rotation) and is
-  **not exact even when the new model is an exact rotation of the old one**. ``head_transform=
+  **not exact even when the new model is an exact rotation of the old one**; it scales each attention
+  delta by ≈ the squared norm of the head weights: O(1) in real LLMs, ≈ 0.013 for a d = 32 toy at HF's
+  ``initializer_range`` 0.02 (the reproduction draws its toy at std 1/√d). ``head_transform=
   "exact"`` (ours) replaces the transposes by least-squares head-basis maps, T_Q = Q_b pinv(Q_a W_x)
   and T_O = pinv(W_xᵀ O_a) O_b, which are exact for a rotation + head permutation.
 - The MLP formulas project B onto col(W_old) (and A onto row(W_old) for ``down``): information is lost
