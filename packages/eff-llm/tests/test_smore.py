@@ -180,6 +180,64 @@ def test_eq_1_layer_forward_equals_one_layer_mixture_with_same_selections(seed):
     assert eq_1_layer_gap(seed) <= 1e-6
 
 
+def _reference_delta(layer: SMoRELinear, x: torch.Tensor) -> torch.Tensor:
+    """The spec's equations for a 2-layer S'MoRE, one token and one tree path at a time (tanh,
+    switch gate): top-down routing with the root key appended to the leaf gate input, bottom-up
+    propagation, shared W_f."""
+    cfg = layer.config
+    (A0, a0, B0, b0), (A1, a1, B1, b1) = layer.experts(0), layer.experts(1)
+    W, w = layer.smore_W[0], layer.smore_W_bias[0]
+    g0, g1 = layer.smore_gates
+    g0_scale, g1_scale = layer.scaling
+
+    def top(gate, u, f):
+        p = torch.softmax(gate.mlp(u) @ gate.keys.t(), -1)
+        s, i = p.topk(f)
+        return i.tolist(), (s / s.sum()).tolist()
+
+    out = []
+    for t in range(x.shape[0]):
+        xt, xbar = x[t], layer.smore_down(x[t])
+        h1 = torch.zeros(B1.shape[1], dtype=x.dtype)
+        for k, sk in zip(*top(g1, xbar, cfg.num_active[1]), strict=True):
+            leaves = top(g0, torch.cat([xbar, g1.keys[k]]), cfg.num_active[0])
+            z1 = g1_scale * (B1[k] @ (A1[k] @ xt + a1[k]) + b1[k])
+            if cfg.activation_position == "all":
+                h0 = sum(
+                    sj * torch.tanh(g0_scale * (B0[j] @ (A0[j] @ xt + a0[j]) + b0[j]))
+                    for j, sj in zip(*leaves, strict=True)
+                )
+                h1 = h1 + sk * torch.tanh(z1 + W @ h0 + w)
+            else:  # "child": σ only on the children's message, none at the leaves
+                h0 = sum(
+                    sj * g0_scale * (B0[j] @ (A0[j] @ xt + a0[j]) + b0[j])
+                    for j, sj in zip(*leaves, strict=True)
+                )
+                h1 = h1 + sk * z1 + W @ torch.tanh(h0) + w
+        out.append(layer.smore_W_final @ h1 + layer.smore_W_final_bias)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("position", ["all", "child"])
+def test_forward_matches_a_per_path_reference_of_the_spec_equations(position):
+    torch.manual_seed(0)
+    cfg = SMoREConfig(
+        **{**BASE, "activation_position": position, "init_method": "normal"},
+        lora_alpha=[3.0, 5.0],
+    )
+    layer = SMoRELinear(nn.Linear(32, 24, dtype=torch.float64), cfg)
+    with torch.no_grad():
+        for name, p in layer.named_parameters():
+            if "bias" in name and name.startswith("smore_"):
+                p.normal_(0, 0.3)
+    x = torch.randn(9, 32, dtype=torch.float64)
+    with torch.no_grad():
+        got, _ = layer.delta(x)
+        want = _reference_delta(layer, x)
+    assert float(want.abs().max()) > 0.1
+    torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+
+
 def test_switch_gate_balance_loss_for_a_uniform_router_is_weight_times_fanout():
     cfg = SMoREConfig(**{**BASE, "balance_loss_weight": 0.3})
     layer = SMoRELinear(nn.Linear(32, 32), cfg)
