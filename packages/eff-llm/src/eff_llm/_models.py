@@ -33,7 +33,9 @@ __all__ = [
 ]
 
 
-def _build(config_cls, model_cls, seed: int, num_kv_heads: int | None, **kw):
+def _build(
+    config_cls, model_cls, seed: int, num_kv_heads: int | None, tie_word_embeddings=False, **kw
+):
     """Validate the sizes, build ``model_cls(config_cls(...))`` under ``seed`` (global RNG untouched)."""
     for name in (
         "vocab_size",
@@ -58,7 +60,7 @@ def _build(config_cls, model_cls, seed: int, num_kv_heads: int | None, **kw):
         pad_token_id=None,
         bos_token_id=None,
         eos_token_id=None,
-        tie_word_embeddings=False,
+        tie_word_embeddings=tie_word_embeddings,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -75,13 +77,16 @@ def tiny_llama(
     max_position_embeddings: int = 64,
     initializer_range: float = 0.02,
     seed: int = 0,
+    tie_word_embeddings: bool = False,
 ) -> LlamaForCausalLM:
-    """A seeded ``LlamaForCausalLM`` built from config (default: d = 32, 2 layers, 4 heads of 8)."""
+    """A seeded ``LlamaForCausalLM`` built from config (default: d = 32, 2 layers, 4 heads of 8;
+    untied input/output embeddings unless ``tie_word_embeddings``)."""
     return _build(
         LlamaConfig,
         LlamaForCausalLM,
         seed,
         num_kv_heads,
+        tie_word_embeddings,
         vocab_size=vocab_size,
         hidden_size=hidden_size,
         num_hidden_layers=num_layers,

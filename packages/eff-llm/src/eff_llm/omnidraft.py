@@ -35,8 +35,9 @@ target p over V_p verifies them in one forward pass (speculative decoding, Levia
   the draft budget is exhausted r ≡ 0 and the residual is p itself (the usual bonus token).
 - **Hybrid distillation (§3.3, Eq. 3–4):** L = Σ_i I_DM(d_i)·KL(q′_θ ‖ p)(t_i | x) − λ Σ_i
   I_Ngram(d_i)·log q_θ(d_i | x): reverse KL in target space on directly mapped positions, NLL in draft
-  space on the sub-tokens of merged tokens, λ constant or λ = p(t_i). q′ lives on the vocabulary
-  intersection, so q′ and p are renormalised over it (unstated in the paper: ``renormalize_intersection``).
+  space on the sub-tokens of merged tokens that are n-gram cache entries (I_Ngram), λ constant or
+  λ = p(t_i). q′ lives on the vocabulary intersection, so q′ and p are renormalised over it
+  (unstated in the paper: ``renormalize_intersection``).
   Responses are aligned to draft tokens by byte offsets; draft tokens straddling a target-token
   boundary belong to neither term. Loss = sum over counted target tokens / their number.
 - **Adaptive drafting (SpecDec++, §3.3, Algorithms 3–4):** a head f_φ on the drafter hidden state
@@ -321,9 +322,10 @@ class Alignment:
     """Response target tokens aligned to the draft tokenization of the same text (byte offsets).
 
     ``direct``: ``(draft_pos, target_pos)`` pairs of directly mapped tokens; ``ngram``:
-    ``(draft_positions, target_pos)`` for target tokens split into ≥ 2 draft tokens; positions index
-    ``draft_ids`` / the full target sequence (prompt + response); ``skipped`` counts response target
-    tokens whose span is not a union of whole draft tokens.
+    ``(draft_positions, target_pos)`` for target tokens split into ≥ 2 draft tokens that form an
+    n-gram cache entry of that target token; positions index ``draft_ids`` / the full target
+    sequence (prompt + response); ``skipped`` counts the other response target tokens (span not a
+    union of whole draft tokens, or a merged token without its cache entry).
     """
 
     draft_ids: list[int]
@@ -518,7 +520,9 @@ class CrossVocabTranslator:
         self, prompt_target_ids: Sequence[int], response_target_ids: Sequence[int]
     ) -> Alignment:
         """Align the response's target tokens to the draft tokenization of prompt + response text
-        (byte offsets from token-by-token decoding)."""
+        (byte offsets from token-by-token decoding). A target token covered by one draft token is
+        a DM position; one covered by n ≥ 2 draft tokens is an n-gram position only when those
+        draft tokens are a cache entry mapping to it (I_Ngram of Eq. 4), else it is skipped."""
         ids = [int(t) for t in prompt_target_ids] + [int(t) for t in response_target_ids]
         n_prompt = len(ids) - len(response_target_ids)
         cover = self._draft_cover(self.target.to_bytes(ids))
@@ -538,8 +542,10 @@ class CrossVocabTranslator:
                     direct.append((i, pos))
                 else:
                     skipped += 1
-            else:
+            elif self.cache.get(tuple(d_ids[i : j + 1])) == ids[pos]:
                 ngram.append((list(range(i, j + 1)), pos))
+            else:  # a merged token without its cache entry: neither DM nor n-gram
+                skipped += 1
         return Alignment(d_ids, direct, ngram, skipped)
 
 

@@ -5,19 +5,21 @@ decoding (UAD) as the peer.
 Setup (spec): the stdlib-docstring corpus (90/10 split by position); ByteLevel BPE target vocab
 1200 and drafter vocab 400, trained on the same text (greedy merges make the 400-vocab a subset, so
 the only mismatch is "sub-tokens vs merged token" — OmniDraft's false rejection). Target
-``Llama(h 128, L 2, 4 heads, ffn 256)``, drafter ``Llama(h 64, L 1, 2 heads, ffn 128)`` (untied
-embeddings: the shared ``tiny_llama`` builder), 400 AdamW steps each (batch 8 × 64 tokens, OneCycle
-lr 3e-3; ``eff_llm._lm_train``). k counts *draft* tokens: a merged n-gram spends several of them. Held-out prompts = the first line of
-validation docstrings cut at a word boundary; k = 4 draft tokens, 32 new tokens, greedy.
+``Llama(h 128, L 2, 4 heads, ffn 256)`` with tied input/output embeddings (the spec's ``tied``),
+drafter ``Llama(h 64, L 1, 2 heads, ffn 128)`` (untied: the spec fixes neither its d_ff nor its
+tying), 400 AdamW steps each (batch 8 × 64 tokens, OneCycle lr 3e-3; ``eff_llm._lm_train``).
+k counts *draft* tokens: a merged n-gram spends several of them. Held-out prompts = the first line
+of validation docstrings cut at a word boundary; k = 4 draft tokens, 32 new tokens, greedy.
 
 Modes: the **oracle** text-level drafter re-tokenizes the target's own continuation (isolates the
 translator): DM only vs DM + online cache; the **learned** drafter: base (DM + cache) and after
 offline hybrid distillation on the SD responses of the training prompts (3 epochs, AdamW 1e-3) with
-λ = 0 (L_DM only) and λ = 1 (L_DM + L_Ngram); the peer is HF UAD (``assistant_tokenizer``,
-constant 4 assistant tokens, confidence threshold off) with the base and the distilled drafter.
-Each learned mode starts from the same cache (filled online while collecting the training
-responses). τ = committed tokens per target forward (bonus included), counted for HF UAD by a
-forward hook on the target.
+λ = 0 (L_DM only) and λ = 1 (L_DM + L_Ngram; the NLL covers the merged target tokens whose draft
+sub-tokens are entries of the cache filled while collecting the responses); the peer is HF UAD
+(``assistant_tokenizer``, constant 4 assistant tokens, confidence threshold off) with the base and
+the distilled drafter. Each learned mode starts from the same cache (filled online while collecting
+the training responses). τ = committed tokens per target forward (bonus included), counted for HF
+UAD by a forward hook on the target.
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ class OmniDraftRunConfig:
     target_layers: int = 2
     target_heads: int = 4
     target_ffn: int = 256
+    target_tied: bool = True
     draft_hidden: int = 64
     draft_layers: int = 1
     draft_heads: int = 2
     draft_ffn: int = 128
+    draft_tied: bool = False
     steps: int = 400
     batch_size: int = 8
     seq_len: int = 64
@@ -81,7 +85,7 @@ class OmniDraftRunConfig:
             elif name == "distill":
                 for mode in value:
                     check_choice("distill", mode, ["dm", "hybrid"])
-            elif name != "uad":
+            elif name not in ("uad", "target_tied", "draft_tied"):
                 check_positive(name, value, integer=True)
 
 
@@ -117,10 +121,12 @@ _PAIR_FIELDS = (
     "target_layers",
     "target_heads",
     "target_ffn",
+    "target_tied",
     "draft_hidden",
     "draft_layers",
     "draft_heads",
     "draft_ffn",
+    "draft_tied",
     "steps",
     "batch_size",
     "seq_len",
@@ -148,6 +154,7 @@ def _build_pair(key: tuple, seed: int) -> dict:
         intermediate_size=cfg.target_ffn,
         max_position_embeddings=256,
         seed=seed,
+        tie_word_embeddings=cfg.target_tied,
     )
     drafter = tiny_llama(
         vocab_size=d_data.vocab_size,
@@ -157,6 +164,7 @@ def _build_pair(key: tuple, seed: int) -> dict:
         intermediate_size=cfg.draft_ffn,
         max_position_embeddings=256,
         seed=seed + 1,
+        tie_word_embeddings=cfg.draft_tied,
     )
     t0 = time.perf_counter()
     ce_t = _train_lm(target, t_data, cfg, seed)
@@ -243,6 +251,7 @@ def evaluate(
         "tau": tot["new"] / tot["fwd"],
         "acceptance": tot["acc"] / max(tot["prop"], 1),
         "exact_match": tot["exact"] / len(texts),
+        "proposed_per_round": tot["prop"] / tot["fwd"],
         "ngram_hits": tot["hits"],
         "cache_size": len(translator.cache),
     }
@@ -420,6 +429,10 @@ def run(mode: str = "quick", seed: int = 0, cfg: OmniDraftRunConfig | None = Non
         f"{cfg.max_new_tokens} new tokens, greedy; cache after the training prompts: "
         f"{out['train_cache_size']} entries",
     ]
+    result.notes.append(
+        f"target tokens proposed per round (k = {k} draft tokens; a merged token spends several): "
+        f"L_DM {ldm['proposed_per_round']:.2f}, hybrid {hyb['proposed_per_round']:.2f}"
+    )
     if uad is not None:
         result.notes.append(
             f"τ OmniDraft (hybrid, DM + cache) {hyb['tau']:.3f} vs HF UAD with the same drafter "
