@@ -7,7 +7,8 @@ downstream task (a + b + shift) mod 16, shift 5, with a seeded 50/20/30 % train/
 full fine-tune (Adam lr 1e-3, batch 32) for w ∈ {4, 8, 16, 32} steps; μ̄ from the calibration split
 (``mu_reduction``, default the ratio of sums); α = 0.1, −∞ mask; greedy test accuracy of the warm
 start vs warm start + SVDecode, for each seed and warm-start length. θ = the pre-trained base.
-The paper's plain-mean μ̄ is reported alongside as information.
+The paper's plain-mean μ̄ is reported alongside as information, and so is the fraction of test
+prompts whose label lies inside φ's α-mask (only those can SVDecode turn right).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from eff_llm._models import last_token_accuracy, tiny_llama, train_last_token
-from eff_llm.svdecode import calibrate_mu, svdecode_logprobs, warm_start
+from eff_llm.svdecode import calibrate_mu, steering_vector, svdecode_logprobs, warm_start
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Result
 
@@ -106,6 +107,16 @@ def steered_accuracy(phi, theta, ids, labels, mu: float, alpha: float) -> float:
     return int((logp.argmax(-1) == labels).sum()) / len(labels)
 
 
+@torch.no_grad()
+def label_in_mask(phi, theta, ids, labels, alpha: float) -> float:
+    """Fraction of prompts whose label lies inside the α-mask of φ: the only prompts SVDecode can
+    turn right (the −∞ penalty removes every other token)."""
+    _, mask = steering_vector(
+        phi(input_ids=ids).logits[:, -1], theta(input_ids=ids).logits[:, -1], alpha
+    )
+    return float(mask.gather(1, labels[:, None]).float().mean())
+
+
 def experiment(cfg: SVDecodeRunConfig, seed_offset: int = 0) -> dict:
     rows = []
     t0 = time.perf_counter()
@@ -124,6 +135,7 @@ def experiment(cfg: SVDecodeRunConfig, seed_offset: int = 0) -> dict:
             acc_w = last_token_accuracy(phi, x_te, y_te)
             acc_s = steered_accuracy(phi, theta, x_te, y_te, mu, cfg.alpha)
             acc_m = steered_accuracy(phi, theta, x_te, y_te, mu_mean, cfg.alpha)
+            reach = label_in_mask(phi, theta, x_te, y_te, cfg.alpha)
             rows.append(
                 {
                     "seed": seed,
@@ -132,6 +144,7 @@ def experiment(cfg: SVDecodeRunConfig, seed_offset: int = 0) -> dict:
                     "acc_warm": acc_w,
                     "acc_svdecode": acc_s,
                     "Δ (points)": 100 * (acc_s - acc_w),
+                    "label in mask": reach,
                     "μ̄ mean (paper)": mu_mean,
                     "Δ mean-μ̄ (points)": 100 * (acc_m - acc_w),
                 }
@@ -164,6 +177,11 @@ def run(mode: str = "quick", seed: int = 0, cfg: SVDecodeRunConfig | None = None
             "min_delta": min(deltas),
             "mean_delta_plain_mean_mu": sum(mean_m) / len(mean_m),
             "mu_range": [min(r["μ̄"] for r in rows), max(r["μ̄"] for r in rows)],
+            "acc_warm_range": [min(r["acc_warm"] for r in rows), max(r["acc_warm"] for r in rows)],
+            "label_in_mask_range": [
+                min(r["label in mask"] for r in rows),
+                max(r["label in mask"] for r in rows),
+            ],
             "base_accuracy": out["base_accuracy"],
             "config": asdict(cfg),
         }
@@ -173,6 +191,11 @@ def run(mode: str = "quick", seed: int = 0, cfg: SVDecodeRunConfig | None = None
         f"shift {cfg.shift}, warm steps {list(cfg.warm_steps)}, seeds "
         f"{[s + seed for s in cfg.seeds]}; μ̄ ({cfg.mu_reduction}) in "
         f"[{result.metrics['mu_range'][0]:.3f}, {result.metrics['mu_range'][1]:.3f}]",
+        f"warm-start test accuracy in [{result.metrics['acc_warm_range'][0]:.3f}, "
+        f"{result.metrics['acc_warm_range'][1]:.3f}]; the label lies inside φ's α-mask (the only "
+        "prompts SVDecode can turn right) for a fraction "
+        f"[{result.metrics['label_in_mask_range'][0]:.2f}, "
+        f"{result.metrics['label_in_mask_range'][1]:.2f}] of the test prompts",
         "information: the paper's plain-mean μ̄ gives mean Δ "
         f"{result.metrics['mean_delta_plain_mean_mu']:+.2f} points (range "
         f"{min(mean_m):+.1f}…{max(mean_m):+.1f})",
