@@ -102,6 +102,31 @@ def test_sampler_histogram_matches_the_gaussian_and_is_seeded():
     assert set(first) <= set(order.tolist()) and len(a) == 10
     # μ = 0: the subset is the head of the angle-sorted order
     assert max(order.tolist().index(i) for i in first) < 25
+    # each epoch's subset is visited in rank order (the official sampler sorts it)
+    for epoch in (list(a), list(a)):
+        ranks = [order.tolist().index(i) for i in epoch]
+        assert ranks == sorted(ranks) and len(set(ranks)) == 10
+
+
+def test_toy_sampler_scales_the_official_rank_units_to_the_dataset():
+    """σ, n and adj_max are ranks: the toy keeps their GSM8K proportions (1000/7473 N, 500/7473 N,
+    adj_max = 2n), so an unscaled σ = 1000 on 512 prompts (a near-uniform draw) is caught."""
+    from eff_llm.reproduce import gain_rl as repro
+    from eff_llm.reproduce.gain_rl import GainRLReproConfig, gainrl_sampler
+
+    assert (repro._PAPER_N, repro._PAPER_STD, repro._PAPER_STEP) == (7473, 1000.0, 500.0)
+    n = 512
+    s = gainrl_sampler(torch.arange(n), 128, seed=0)
+    assert s.std / n == pytest.approx(1000 / 7473, rel=0.1)
+    assert s.step / n == pytest.approx(500 / 7473, rel=0.1)
+    assert s.adj_max == pytest.approx(2 * s.step) and s.adj_min == 0.0 and s.mu == 0.0
+    assert (s.alpha, s.target_acc) == (2.0, 0.5)
+    # raw Δμ < n·(tanh(2·0.5) + tanh(2·1)) < adj_max: the cap never binds, as in the official config
+    assert s.delta(1.0, 1.0) < s.adj_max
+    cfg = GainRLReproConfig()
+    assert cfg.kl_beta == 0.005 and cfg.group_size == 8  # the trl script's β and G
+    with pytest.raises(ValueError, match="kl_beta"):
+        GainRLReproConfig(kl_beta=-0.1)
 
 
 def test_update_formula_clipping_and_monotonicity():

@@ -18,12 +18,18 @@ arXiv 2506.02281; official code ``wangqinsi1/GAINRL`` (``data_processor.py`` off
 
    Data are sorted by C descending (:func:`angle_order`).
 2. **Sampling.** Each epoch p_i ∝ exp(−½((i − μ)/σ)²) over sorted ranks, ``subset_size`` indices
-   drawn **without replacement**; μ₀ = 0 (:class:`GaussianCurriculumSampler`).
+   drawn **without replacement** and visited in rank order (the official sampler sorts them);
+   μ₀ = 0 (:class:`GaussianCurriculumSampler`). σ, n, adj_min and adj_max are in rank units.
 3. **Update** (verl): Δμ = clip(n·tanh(α(acc − β)) + n·tanh(α·C̄), adj_min, adj_max), μ += Δμ, with
    n = ``step`` = 500, α = 2, β = ``target_acc`` = 0.5, adj_min = 0, adj_max = 1000; acc = the epoch
    mean accuracy in [0, 1] (trl's rewards are 0/2, callers normalise), C̄ = the epoch mean angle
    metric. adj_min = 0 ⇒ μ only moves forward. The trl callback samples with the *old* μ (a one-epoch
-   lag); we follow verl (update, then resample). μ is clipped to [0, N − 1] (ours).
+   lag); we follow verl (update, then resample). μ is clipped to [0, N − 1] (ours: the official μ
+   is unbounded, so past the end the draw concentrates ever more on the last ranks and, once
+   μ − N ≳ 38σ, every probability underflows to 0 and ``np.random.choice`` fails). verl's sampler
+   computes n·tanh(α(acc/2 − β)) on 0/1 rewards as well (the /2 is trl's 0/2 normalisation), so
+   there the accuracy term is ≤ 0 at every accuracy; we follow the spec (accuracy in [0, 1],
+   β = 0.5).
 4. **GRPO** (:class:`GRPOLite`, ours; trl is not a dependency): group advantages
    (r − mean_g)/(std_g + 1e-4), token ratio clipped at 1 ± ``clip``, optional k3 KL to a reference
    with weight ``kl_beta``; per-sequence token mean, then batch mean (trl's GRPO loss).
@@ -281,7 +287,10 @@ class GaussianCurriculumSampler(Sampler[int]):
         )
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self.sorted_indices[self.sample_ranks()].tolist())
+        """This epoch's subset in rank order (highest angle concentration first), as the official
+        ``gaussian_sample_list`` returns it (``chosen.sort()``)."""
+        ranks = torch.sort(self.sample_ranks()).values
+        return iter(self.sorted_indices[ranks].tolist())
 
     def delta(self, accuracy: float, angle: float) -> float:
         """Δμ = clip(n·tanh(α(acc − β)) + n·tanh(α·C̄), adj_min, adj_max)."""
