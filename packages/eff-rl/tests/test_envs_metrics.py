@@ -90,3 +90,22 @@ def test_non_discrete_env_is_rejected():
         ContinualPPO(continuous, CKAPolicy(2, 1))
     with pytest.raises(TypeError, match="Discrete"):
         train_sequence([continuous], "finetune", 1000, seed=0)
+
+
+def test_flip4_task_definitions():
+    """T0 standard; T1 flipped; T2 half pole length 0.8 (gymnasium's ``length`` is the half
+    length, default 0.5); T3 flipped with length 0.8. The flip acts on the agent's actions."""
+    from eff_rl.envs import FlipActions
+
+    expected = [(False, 0.5), (True, 0.5), (False, 0.8), (True, 0.8)]
+    for task, (flip, length) in zip(TASK_SEQUENCES["flip4"], expected, strict=True):
+        env = task(2)
+        raw = _unwrap(env)
+        assert isinstance(env, FlipActions) is flip
+        assert raw.length == length and raw.polemass_length == pytest.approx(0.1 * length)
+        assert raw.total_mass == pytest.approx(1.1) and raw.masspole == 0.1
+        std = cartpole_task(num_envs=2, length=length)
+        env.reset(seed=5)
+        std.reset(seed=5)
+        a = np.array([0, 1])
+        np.testing.assert_array_equal(env.step(a)[0], std.step(1 - a if flip else a)[0])

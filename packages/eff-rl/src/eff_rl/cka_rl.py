@@ -17,6 +17,9 @@ What the method is, as the official code implements it:
   ``merge_scope="task"`` (default) measures similarity over the concatenation of all fused tensors
   of a task; ``"tensor"`` reproduces the release, which merges each weight/bias tensor on its own.
 * The encoder is fine-tuned sequentially (not protected); the critic is re-initialised per task.
+  Here (spec, CartPole) the critic is a **separate** MLP on the raw observation (CleanRL's
+  ``ppo.py`` critic; as the Meta-World release's SAC critics), so a fresh critic's value-loss
+  gradients do not reshape the shared encoder that θ_base and the knowledge vectors rely on.
 """
 
 from __future__ import annotations
@@ -244,9 +247,11 @@ class CKAPolicy(nn.Module):
     """Actor–critic for discrete actions with a CKA-RL actor head.
 
     encoder (``Linear(obs, width) + tanh`` unless given; fine-tuned across tasks) → actor
-    ``FuseLinear(width, width) → tanh → FuseLinear(width, n_actions)``; the critic is a separate head
-    on the encoder features, re-initialised per task. With an empty pool the actor is a plain MLP
-    (the from-scratch and fine-tune baselines use the same class).
+    ``FuseLinear(width, width) → tanh → FuseLinear(width, n_actions)``; the critic is a separate
+    MLP on the raw observation (``Linear(obs, 64) → tanh → Linear(64, 64) → tanh → Linear(64, 1)``,
+    CleanRL's critic), sharing nothing with the actor, re-initialised per task by the sequence
+    driver. With an empty pool the actor is a plain MLP (the from-scratch and fine-tune baselines
+    use the same class).
     """
 
     def __init__(
@@ -282,7 +287,11 @@ class CKAPolicy(nn.Module):
 
     def _new_critic(self) -> nn.Sequential:
         return nn.Sequential(
-            layer_init(nn.Linear(self.width, 64)), nn.Tanh(), layer_init(nn.Linear(64, 1), std=1.0)
+            layer_init(nn.Linear(self.obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
         )
 
     def fused_layers(self) -> dict[str, FuseLinear]:
@@ -367,9 +376,7 @@ class CKAPolicy(nn.Module):
         return self.fc2(torch.tanh(self.fc1(h, mix)), mix)
 
     def value(self, obs: Tensor) -> Tensor:
-        return self.critic(self.encoder(obs)).squeeze(-1)
+        return self.critic(obs).squeeze(-1)
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        h = self.encoder(obs)
-        mix = self.mixing_weights if self.alpha.numel() else None
-        return self.fc2(torch.tanh(self.fc1(h, mix)), mix), self.critic(h).squeeze(-1)
+        return self.logits(obs), self.value(obs)

@@ -7,7 +7,11 @@ sub-env and ignores its action, so that transition is masked out of the loss and
 every episode end (a truncated episode still bootstraps from its real final observation).
 
 :func:`train_sequence` runs one method over a task sequence: ``"scratch"`` (fresh networks per
-task), ``"finetune"`` (all networks carried over) or ``"cka_rl"`` (CKA-RL, :mod:`eff_rl.cka_rl`).
+task), ``"finetune"`` (encoder and actor carried over; the critic re-initialised per task, as the
+official Finetune agent is loaded with ``load_critic=False``) or ``"cka_rl"`` (CKA-RL,
+:mod:`eff_rl.cka_rl`; encoder carried over, θ restarted from θ_base, critic re-initialised). Every
+task gets a fresh Adam state and restarts the linear lr schedule (one ``run_ppo.py`` process per
+task in the release).
 Every task's randomness (env resets, critic/network init, action sampling, minibatch order) derives
 from ``(seed, task index)``, so a run resumed from the checkpoint after task k continues exactly as
 the uninterrupted run.
@@ -407,6 +411,7 @@ def train_sequence(
     resume_from: str | Path | None = None,
     stop_after: int | None = None,
     policy_kwargs: dict[str, Any] | None = None,
+    finetune_reset_critic: bool = True,
     **ppo_kwargs: Any,
 ) -> SequenceResult:
     """Train ``method`` over ``tasks`` (each a factory ``env_fn(num_envs)``) and evaluate it.
@@ -416,6 +421,8 @@ def train_sequence(
     ``stop_after=k`` stops after task k (to test resumption). After the last task every task is
     evaluated again: scratch and fine-tune with the final network, CKA-RL with each task's stored
     θ_j, α_j, s_j and pool_j on the final encoder (our forgetting measure; encoder drift shows).
+    ``finetune_reset_critic`` (default, the official protocol) gives fine-tune a fresh critic at
+    every task k ≥ 1, seeded as CKA-RL's; ``False`` carries the previous task's critic over.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
@@ -456,6 +463,9 @@ def train_sequence(
         if k > 0:
             if method == "scratch":
                 st.policy = _init_policy(obs_dim, n_actions, seed, k, **policy_kwargs)
+            elif method == "finetune":
+                if finetune_reset_critic:  # official Finetune: load(prev, load_critic=False)
+                    _fresh_critic(st.policy, seed, k)
             elif method == "cka_rl":
                 if st.base is None:
                     st.base = {n: t.detach().clone() for n, t in st.policy.theta().items()}

@@ -43,6 +43,8 @@ class RunConfig:
     anneal_lr: bool = (
         True  # the official code anneals both learning rates; False reproduces the prototype
     )
+    # official Finetune: CnnSimpleAgent.load(prev, load_critic=False); False carries the critic
+    finetune_reset_critic: bool = True
 
 
 def _ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
@@ -55,6 +57,7 @@ def _ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
         alpha_lr=cfg.alpha_lr,
         eval_episodes=cfg.eval_episodes,
         anneal_lr=cfg.anneal_lr,
+        finetune_reset_critic=cfg.finetune_reset_critic,
     )
 
 
@@ -260,6 +263,8 @@ def run(
     result.notes.append(
         f"{cfg.sequence}: {cfg.steps_per_task} env steps per task, PPO {cfg.n_envs} envs x {cfg.n_steps} steps, "
         f"{cfg.n_epochs} epochs x {cfg.n_minibatches} minibatches, lr {cfg.lr} and alpha-lr {cfg.alpha_lr} "
-        f"{'annealed linearly to 0' if cfg.anneal_lr else 'constant (no annealing)'}; success = return >= {SUCCESS_RETURN}; seeds {seeds}; forgetting (our addition) is reported, no threshold"
+        f"{'annealed linearly to 0' if cfg.anneal_lr else 'constant (no annealing)'}; success = return >= {SUCCESS_RETURN}; seeds {seeds}; forgetting (our addition) is reported, no threshold; "
+        f"fine-tune {'re-initialises' if cfg.finetune_reset_critic else 'carries over'} the critic at every task "
+        "(official Finetune: load_critic=False); CKA-RL re-initialises it"
     )
     return result
