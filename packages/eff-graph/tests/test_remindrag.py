@@ -188,6 +188,70 @@ def test_repeat_queries_cost_fewer_calls_with_memory(world):
     )  # + memorisation calls
 
 
+class _Recorder:
+    """Wraps a client and keeps every (task, prompt text, context) it was sent."""
+
+    def __init__(self, client: Any) -> None:
+        self.client, self.sent = client, []
+
+    def complete(self, messages, **kw):  # type: ignore[no-untyped-def]
+        self.sent.append((kw.get("task"), messages[0]["content"], kw.get("context")))
+        return self.client.complete(messages, **kw)
+
+
+def test_next_node_prompt_shows_edge_weights_not_question_similarity(world):
+    # The official find_next_node_prompt asks the LLM to weigh the edge weights of the current
+    # node's edges; it shows no question-node similarity, so neither do the prompt and context.
+    rec = _Recorder(_rag(world).meter.client)
+    naive = NaiveKGTraversal(build_world_kg(*world[:2]), rec, EMB)
+    for q in world[2]["original"][:6]:
+        naive.query(q.text)
+    steps = [(prompt, ctx) for task, prompt, ctx in rec.sent if task == "next_node"]
+    with_cands = [(p, c) for p, c in steps if c["candidates"]]
+    assert with_cands
+    for prompt, ctx in with_cands:
+        assert "similarity" not in prompt and "edge weight" in prompt
+        for c in ctx["candidates"]:
+            assert set(c) == {"to", "id", "relation", "weight"}
+            assert (
+                f"entity:{c['to']} via '{c['relation']}' (edge weight {c['weight']:.3f})" in prompt
+            )
+
+
+def test_reader_falls_back_on_the_highest_edge_weight():
+    from eff_graph.data import Question
+
+    q = Question("Who founded the company that makes Pim?", "Pim", ("is made by",), "Co", 1, "x")
+    reader = ScriptedReader([q])
+    cands = [
+        {"to": "anchor-1", "id": "a|mentioned in|anchor-1", "relation": "a", "weight": 0.02},
+        {"to": "anchor-2", "id": "a|mentioned in|anchor-2", "relation": "a", "weight": 0.05},
+        {"to": "Zed", "id": "a|r|Zed", "relation": "was born in", "weight": 0.05},
+    ]
+    context = {
+        "question": q.text, "summaries": {}, "current": "Co", "candidates": cands,
+        "out_degree": {}, "unread_anchor_chunks": [], "entities": ["Pim", "Co"], "history": [],
+    }  # fmt: skip
+    reply = reader.complete([{"role": "user", "content": "x"}], task="next_node", context=context)
+    assert reply.text.strip().endswith("```cot-ans\nentity:anchor-2\n```")  # first of equals
+
+
+def test_naive_traversal_depends_on_the_wording_only_through_the_seeds(world):
+    # Without memory every edge weight is α·h_u·h_v, independent of q̂: a reworded question that
+    # gets the same two seeds is traversed exactly as the original (same path, same call count).
+    questions = world[2]
+    naive = _rag(world, memorize=False)
+    first = [naive.query(q.text) for q in questions["original"]]
+    same = 0
+    for p in ("para1", "para2"):
+        for a, q in zip(first, questions[p], strict=True):
+            b = naive.query(q.text)
+            if a.seeds == b.seeds:
+                same += 1
+                assert (b.llm_calls, b.path, b.answer) == (a.llm_calls, a.path, a.answer), q.text
+    assert same >= 10
+
+
 def test_same_inputs_give_identical_counts(world):
     def totals():
         rag = _rag(world)

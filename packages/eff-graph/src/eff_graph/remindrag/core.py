@@ -19,7 +19,10 @@ Query (``PathFinder.get_query_ans``):
    whitespace tokens; 4. ``judge`` (1 call, reply in a ```` ```cot-ans ```` block);
 5. while not sufficient and ``jumps < max_jumps``: an unread chunk of the current node is read
    directly; otherwise ``next_node`` (1 call, ≤ 3 attempts) picks a new neighbour (**exploration**) or
-   a visited node with unexplored edges (**exploitation**); then summary if needed and ``judge``;
+   a visited node with unexplored edges (**exploitation**); then summary if needed and ``judge``.
+   The prompt lists the current node's neighbours with their edge weights ``w`` (the official
+   ``find_next_node_prompt`` asks the LLM to weigh "the edge weights of the nodes connected to the
+   current node"), not a question–node similarity, which the official prompt does not show;
 6. ``answer`` (1 call); unless ``force_do_rag``, a ``need_rag`` call comes first.
 
 **Memorisation** (only when ``jumps > 0``): 1 call returns the useful edges and chunks; a DFS from the
@@ -408,17 +411,15 @@ class ReMindRAG:
         return [r for r in self.kg.relations(node) if r.to not in state.entities] if node else []
 
     def _next_node(self, current: str, cands: list[EdgeView], state: _State) -> tuple[str, str]:
-        sims = {c.to: float(self._h(c.to) @ state.q) for c in cands}
         unread = [
             self.kg.graph.nodes[e]["chunk"]
             for e in state.entities
             if e.startswith(ANCHOR) and self.kg.graph.nodes[e]["chunk"] not in state.chunks
         ]
         out_degree = {e: self._out_degree(e, state) for e in state.entities}
+        weights = {c.id: self.weight(c, state.q) for c in cands}
         cand_lines = "\n".join(
-            f"entity:{c.to} via '{c.doc}' (edge weight {self.weight(c, state.q):.3f}, "
-            f"similarity to question {sims[c.to]:.3f})"
-            for c in cands
+            f"entity:{c.to} via '{c.doc}' (edge weight {weights[c.id]:.3f})" for c in cands
         )
         anchors = [e for e in state.entities if e.startswith(ANCHOR)] + [
             c.to for c in cands if c.to.startswith(ANCHOR)
@@ -457,8 +458,7 @@ class ReMindRAG:
                         "to": c.to,
                         "id": c.id,
                         "relation": c.doc,
-                        "weight": self.weight(c, state.q),
-                        "similarity": sims[c.to],
+                        "weight": weights[c.id],
                     }
                     for c in cands
                 ],

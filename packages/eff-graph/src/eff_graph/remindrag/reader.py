@@ -9,7 +9,11 @@ contains ``"<entity_i> <relation_i> <X>"``. Per task:
 * ``judge`` — "yes" iff the chain resolves; ``answer`` — the resolved final entity, else "unknown";
 * ``next_node`` — (1) the neighbour that *is* the deepest resolved entity, or, standing on it, the
   neighbour whose relation contains the needed phrase (exploration toward the answer); (2) otherwise the
-  neighbour most similar to the question (the similarity the prompt shows); (3) with no neighbour left
+  neighbour with the highest edge weight ``w = α·h_u·h_v + (1 − α)·q̂·e`` (the embedding similarity the
+  prompt shows and the official ``find_next_node_prompt`` tells the LLM to weigh; first of equals). Its
+  only dependence on the wording is through the memory term ``q̂·e``, so without memory (naive
+  traversal) a reworded question is traversed exactly as the original from the same seeds; (3) with no
+  neighbour left
   (exploitation): return to the deepest resolved entity if it has unexplored edges, else to the anchor
   of the chunk that named it, else read an unread chunk of a visited anchor, else return to the latest
   visited node with unexplored edges;
@@ -130,7 +134,7 @@ class ScriptedReader:
                 if need in c["relation"]:
                     return f"entity:{c['to']}"
         if cands:
-            best = max(cands, key=lambda c: c["similarity"])  # first of equals
+            best = max(cands, key=lambda c: c["weight"])  # edge weight w; first of equals
             return f"entity:{best['to']}"
         out = context["out_degree"]
         if out.get(deepest, 0) > 0 and current != deepest:
