@@ -82,19 +82,35 @@ class ClusteredRegression:
         return x, torch.einsum("nod,nd->no", w, x)
 
 
+DELTA_NORMS = ("frobenius", "per_direction")
+
+
 def clustered_regression(
-    dim: int = 32, groups: int = 4, noise: float = 0.5, delta_scale: float = 1.0, seed: int = 0
+    dim: int = 32,
+    groups: int = 4,
+    noise: float = 0.5,
+    delta_scale: float = 1.0,
+    seed: int = 0,
+    *,
+    centre_scale: float = 1.0,
+    delta_norm: Literal["frobenius", "per_direction"] = "frobenius",
 ) -> ClusteredRegression:
     """The S'MoRE toy teacher (spec): x = c_g + c_j + noise·ε, g, j ∈ {0..groups-1}, and
     y = W0 x + ΔW_g x + ΔW_j x + ΔW_{gj} x with rank-2 group / sub-group and rank-1 pair deltas.
 
-    Centres are standard Gaussian vectors, W0 has N(0, 1/dim) entries and each rank-k delta is
-    ``delta_scale · U Vᵀ / √(k·dim)`` with standard Gaussian U, V ∈ R^{dim×k}.
+    Centres are ``centre_scale`` × standard Gaussian vectors, W0 has N(0, 1/dim) entries and each
+    rank-k delta is ``delta_scale · U Vᵀ / n`` with standard Gaussian U, V ∈ R^{dim×k} and
+    n = √(k·dim) for ``delta_norm="frobenius"`` (every delta has entries of variance 1/dim, whatever
+    its rank) or n = dim for ``"per_direction"`` (every rank-one direction has |u||v|/dim ≈ 1, so a
+    rank-2 delta carries twice the energy of a rank-1 one). The spec fixes neither scale; the
+    reproduction calibrates them on its baselines (see :mod:`eff_llm.reproduce.smore`).
     """
     check_positive("dim", dim, integer=True)
     check_positive("groups", groups, integer=True)
     check_positive("noise", noise, strict=False)
     check_positive("delta_scale", delta_scale)
+    check_positive("centre_scale", centre_scale)
+    check_choice("delta_norm", delta_norm, list(DELTA_NORMS))
     gen = torch.Generator().manual_seed(seed)
 
     def randn(*shape: int) -> torch.Tensor:
@@ -102,14 +118,15 @@ def clustered_regression(
 
     def low_rank(rank: int, *lead: int) -> torch.Tensor:
         u, v = randn(*lead, dim, rank), randn(*lead, dim, rank)
-        return delta_scale * (u @ v.transpose(-1, -2)) / (rank * dim) ** 0.5
+        norm = (rank * dim) ** 0.5 if delta_norm == "frobenius" else dim
+        return delta_scale * (u @ v.transpose(-1, -2)) / norm
 
     return ClusteredRegression(
         dim=dim,
         groups=groups,
         noise=noise,
-        centers_g=randn(groups, dim),
-        centers_j=randn(groups, dim),
+        centers_g=centre_scale * randn(groups, dim),
+        centers_j=centre_scale * randn(groups, dim),
         w0=randn(dim, dim) / dim**0.5,
         delta_g=low_rank(2, groups),
         delta_j=low_rank(2, groups),

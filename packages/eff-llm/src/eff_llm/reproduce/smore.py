@@ -12,6 +12,20 @@ trainable parameters (±5 %); and the exactness items (``w_final_zero`` output =
 2-layer = 1-layer mixture with the same selections, trainable count = budget formula).
 The paper's "beats mixture-of-LoRA at equal budget" did not reproduce in the spec's prototype and is
 reported, not claimed.
+
+Router widths: down-projection 32 (the spec's and the official default) and d_g = 8, the gate width
+that brings S'MoRE's count closest to MoLoRA's (3360 vs 3328; the gate is the official one:
+D = Linear(d_in, 32) with bias, per layer Linear(din_l, d_g) → ReLU → Linear(d_g, d_g), both with
+bias, keys s_l × d_g, din_l = 32 + Σ_{k>l} d_g). The spec's prototype counts 3344, 16 fewer, which is
+consistent with the same widths minus one of the two gate-MLP biases per layer (1840 = 1856 − 2·8);
+we keep the official layout.
+
+Teacher scales (:data:`CALIBRATION`): the spec fixes neither the centre scale, the delta
+normalisation, nor the train/test sizes or how batches are drawn. They were chosen on the **baselines
+only**, before S'MoRE was run on any candidate: the recipe whose LoRA r = 26 and MoLoRA E = 8 r = 6
+rel-MSE at 800 steps are closest to the prototype's (0.330, 0.0153) in Σ|log(ours / prototype)|, the
+top three then ranked by adding the same distance for LoRA r = 8 / MoLoRA r = 2 at 1500 steps
+(prototype 0.331, 0.0294).
 """
 
 from __future__ import annotations
@@ -26,7 +40,42 @@ from torch import nn
 from eff_llm._data import ClusteredRegression, clustered_regression
 from eff_shared.reproduce import Claim, Result
 
-__all__ = ["SMoREReproConfig", "eq_1_layer_gap", "experiment", "run"]
+__all__ = ["CALIBRATION", "SMoREReproConfig", "eq_1_layer_gap", "experiment", "run"]
+
+#: Baseline-only calibration of the teacher (seed 0; measured with this module's students and
+#: training loop). Keys: centre scale, delta normalisation, delta scale, training pool (None = fresh
+#: batches) -> (LoRA r=26, MoLoRA E=8 r=6) rel-MSE at 800 steps. Prototype: (0.330, 0.0153). The
+#: least-squares floor of any linear update is 0.489 / 0.454 / 0.446 / 0.408 / 0.437 / 0.399 /
+#: 0.434 / 0.395 for centre scale 1 / 1 / 2 / 2 / 3 / 3 / 4 / 4 (frobenius / per_direction): with
+#: x = c_g + c_j no centre scale brings LoRA to the prototype's 0.33 (0.34 even without pair deltas).
+CALIBRATION: dict[tuple[float, str, float, int | None], tuple[float, float]] = {
+    (1.0, "frobenius", 1.0, None): (0.4892, 0.0648),  # the previous recipe
+    (1.0, "frobenius", 0.5, None): (0.4901, 0.0545),
+    (1.0, "per_direction", 1.0, None): (0.4570, 0.0416),
+    (1.0, "per_direction", 0.5, None): (0.4582, 0.0389),
+    (2.0, "frobenius", 1.0, None): (0.4474, 0.0244),
+    (2.0, "frobenius", 0.5, None): (0.4481, 0.0219),
+    (2.0, "per_direction", 1.0, None): (0.4118, 0.0170),
+    (2.0, "per_direction", 0.5, None): (0.4124, 0.0142),
+    (3.0, "frobenius", 1.0, None): (0.4381, 0.0136),
+    (3.0, "frobenius", 0.5, None): (0.4391, 0.0118),
+    (3.0, "per_direction", 1.0, None): (0.4023, 0.0111),
+    (3.0, "per_direction", 0.5, None): (0.4031, 0.0091),
+    (4.0, "frobenius", 1.0, None): (0.4345, 0.0081),
+    (4.0, "frobenius", 0.5, None): (0.4357, 0.0075),
+    (4.0, "per_direction", 1.0, None): (0.3987, 0.0072),
+    (4.0, "per_direction", 0.5, None): (0.3996, 0.0065),
+    (2.0, "per_direction", 0.5, 4096): (0.4115, 0.0176),
+    (2.0, "per_direction", 0.5, 16_384): (0.4112, 0.0150),  # chosen
+}
+#: The top three of :data:`CALIBRATION` at 1500 steps: (LoRA r=8, MoLoRA E=8 r=2); prototype
+#: (0.331, 0.0294). Total distance (800 + 1500 steps): 0.60 (pool 16384, chosen), 0.65 (fresh,
+#: delta scale 0.5), 0.73 (fresh, delta scale 1); the previous recipe scored 1.84 at 800 steps alone.
+CALIBRATION_1500: dict[tuple[float, str, float, int | None], tuple[float, float]] = {
+    (2.0, "per_direction", 0.5, 16_384): (0.4112, 0.0254),
+    (2.0, "per_direction", 0.5, None): (0.4089, 0.0255),
+    (2.0, "per_direction", 1.0, None): (0.4090, 0.0244),
+}
 
 
 @dataclass(frozen=True)
@@ -34,7 +83,14 @@ class SMoREReproConfig:
     dim: int = 32
     groups: int = 4
     noise: float = 0.5
-    delta_scale: float = 1.0
+    # Teacher scales and data stream: not fixed by the spec, calibrated on the baselines only
+    # (CALIBRATION below); the previous recipe was centre_scale 1, "frobenius", delta_scale 1, fresh.
+    centre_scale: float = 2.0
+    delta_norm: str = "per_direction"
+    delta_scale: float = 0.5
+    train_size: int | None = (
+        16_384  # fixed training pool, batches drawn with replacement; None = fresh
+    )
     steps: int = 800
     batch_size: int = 256
     lr: float = 3e-3
@@ -42,8 +98,10 @@ class SMoREReproConfig:
     num_experts: tuple[int, ...] = (4, 4)
     num_active: tuple[int, ...] = (2, 2)
     expert_ranks: tuple[int, ...] = (2, 2)
-    gate_dims: int = 14  # with down_proj_dim 16 the S'MoRE budget is within 3 % of MoLoRA's
-    down_proj_dim: int = 16
+    # down_proj_dim: the spec's / official default 32; gate_dims: the d_g that brings the S'MoRE count
+    # closest to MoLoRA's at that width (3360 vs 3328 params, +1.0 %; d_g = 7 gives 3239, -2.7 %).
+    gate_dims: int = 8
+    down_proj_dim: int = 32
     molora_experts: int = 8
     molora_rank: int = 6
     molora_active: int = 2
@@ -78,6 +136,27 @@ def _smore_config(cfg: SMoREReproConfig, **over: Any):
     return SMoREConfig(**kw)
 
 
+def _train_pool(
+    task: ClusteredRegression, cfg: SMoREReproConfig, seed: int
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The fixed training set (the same for every student) or ``None`` for fresh batches."""
+    if cfg.train_size is None:
+        return None
+    return task.sample(cfg.train_size, torch.Generator().manual_seed(seed + 30_000))
+
+
+def _make_task(cfg: SMoREReproConfig, seed: int) -> ClusteredRegression:
+    return clustered_regression(
+        cfg.dim,
+        cfg.groups,
+        cfg.noise,
+        cfg.delta_scale,
+        seed=seed,
+        centre_scale=cfg.centre_scale,
+        delta_norm=cfg.delta_norm,  # type: ignore[arg-type]
+    )
+
+
 def _train(
     model: nn.Module, task: ClusteredRegression, cfg: SMoREReproConfig, seed: int
 ) -> dict[str, float]:
@@ -85,10 +164,15 @@ def _train(
     opt = torch.optim.Adam(params, lr=cfg.lr)
     gen = torch.Generator().manual_seed(seed + 1)
     aux = getattr(model, "aux_loss", None)
+    pool = _train_pool(task, cfg, seed)
     model.train()
     start = time.perf_counter()
     for _ in range(cfg.steps):
-        x, y = task.sample(cfg.batch_size, gen)
+        if pool is None:
+            x, y = task.sample(cfg.batch_size, gen)
+        else:
+            i = torch.randint(0, len(pool[0]), (cfg.batch_size,), generator=gen)
+            x, y = pool[0][i], pool[1][i]
         loss = nn.functional.mse_loss(model(x), y)
         if aux is not None:
             loss = loss + aux()
@@ -159,7 +243,7 @@ def experiment(cfg: SMoREReproConfig, seed: int = 0) -> dict[str, Any]:
         smore_parameter_count,
     )
 
-    task = clustered_regression(cfg.dim, cfg.groups, cfg.noise, cfg.delta_scale, seed=seed)
+    task = _make_task(cfg, seed)
     x_test, y_test = task.sample(cfg.test_size, torch.Generator().manual_seed(seed + 10_000))
     base = float(nn.functional.mse_loss(x_test @ task.w0.t(), y_test))
     x_fit, y_fit = task.sample(cfg.test_size, torch.Generator().manual_seed(seed + 20_000))
@@ -293,6 +377,21 @@ def run(mode: str = "quick", seed: int = 0, cfg: SMoREReproConfig | None = None)
         "at D = 32 the router, down-projection and the shared W_f take most of S'MoRE's budget, "
         f"and every output passes through the d_L = {sum(s * r for s, r in zip(cfg.num_experts, cfg.expert_ranks, strict=True))}"
         "-dimensional range of W_f)."
+    )
+    result.notes.append(
+        "Teacher calibrated on the baselines only (the spec leaves the centre scale, the delta "
+        "normalisation and the data stream open): centre_scale "
+        f"{cfg.centre_scale}, delta_norm {cfg.delta_norm!r}, delta_scale {cfg.delta_scale}, "
+        f"training pool {cfg.train_size} (batches with replacement). Criterion, fixed before any "
+        "S'MoRE run: Σ|log(ours / prototype)| over LoRA r=26 and MoLoRA E=8 r=6 at 800 steps "
+        "(prototype 0.330 / 0.0153), top three re-ranked with LoRA r=8 / MoLoRA r=2 at 1500 steps "
+        f"(0.331 / 0.0294); {len(CALIBRATION)} candidates (centre scale 1-4, frobenius / "
+        "per_direction deltas, delta scale 1 / 0.5, fresh batches or a 4096 / 16384 pool; "
+        "CALIBRATION in eff_llm.reproduce.smore). This run: LoRA r=26 "
+        f"{out['lora']:.4f}, MoLoRA {out['molora']:.4f}, any linear update {out['linear_floor']:.4f}. "
+        "No candidate reaches the prototype's LoRA 0.33 (x = c_g + c_j caps the linear floor near "
+        "0.39-0.40 at seed 0); the previous recipe (centre 1, frobenius, scale 1, fresh) gave LoRA "
+        "0.489, MoLoRA 0.0648."
     )
     if mode == "full":
         series: dict[str, list[float]] = {"x": [], "S'MoRE": [], "MoLoRA": []}
