@@ -217,6 +217,31 @@ def test_bad_inputs():
 # --- baselines ---------------------------------------------------------------------------------
 
 
+def test_sgd_is_nesterov_by_default_as_the_official_framework():
+    """conf.py of the LCoTTA / TENT framework: OPTIM.NESTEROV = True, momentum 0.9, dampening 0."""
+    for method in (
+        Tent(_ln_model(), lr=0.1),
+        EATA(_ln_model()),
+        _lcotta(_ln_model(), momentum=0.9),
+    ):
+        group = method.optimizer.param_groups[0]
+        assert group["nesterov"] is True and group["momentum"] == 0.9 and group["dampening"] == 0
+    plain = Tent(_ln_model(), lr=0.1, nesterov=False).optimizer.param_groups[0]
+    assert plain["nesterov"] is False and plain["momentum"] == 0.9
+    assert _lcotta(_ln_model()).optimizer.param_groups[0]["nesterov"] is False  # momentum 0
+    # one step from zero momentum: Nesterov moves by lr·(1 + μ)·g, plain momentum by lr·g
+    x = _batches(1, seed=11)[0]
+    moved = {}
+    for nesterov in (True, False):
+        tent = Tent(_ln_model().double(), lr=0.1, nesterov=nesterov)
+        before = torch.cat([p.detach().reshape(-1).clone() for p in tent.params])
+        tent(x.double())
+        moved[nesterov] = torch.cat([p.detach().reshape(-1) for p in tent.params]) - before
+    torch.testing.assert_close(moved[True], 1.9 * moved[False])
+    with pytest.raises(TypeError, match="nesterov"):
+        Tent(_ln_model(), nesterov="yes")
+
+
 def test_tent_predicts_before_updating_and_moves_only_norm_affines():
     model = _ln_model()
     x = _batches(1, seed=10)[0]

@@ -15,7 +15,8 @@ module implements the released algorithm:
   of the last ``window`` (N_w) gradients; once the window holds ``rank`` (k) of them — i.e. from
   batch ``k·s`` on — the gradient is replaced by its projection ``Pᵀ(P g)`` on the top-k principal
   axes of the **mean-centred** window (sklearn ``PCA`` axes; the gradient itself is not centred);
-- one SGD(momentum) step per batch; the prediction is made before the update.
+- one SGD step per batch (momentum 0.9, Nesterov: the framework's ``OPTIM.NESTEROV = True``,
+  ``nesterov=False`` for plain momentum); the prediction is made before the update.
 
 Defaults are the ResNet-50 / ImageNet-C config (lr 1.5e-4, momentum 0.9, k = 25, N_w = 100,
 s = 50); ViT-B/16 uses lr 5e-4, k = 50, s = 100.

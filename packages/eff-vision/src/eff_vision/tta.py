@@ -5,7 +5,9 @@ output for a batch is computed *before* the update on that batch (online protoco
 step per batch), as in ``DequanWang/tent`` and ``mariodoebler/test-time-adaptation``. ``reset()``
 restores the model, the optimiser and the method's state; ``stats`` holds counters for logging.
 The wrapper configures the model it is given **in place** (tent's convention): pass a copy to keep
-the source model.
+the source model. The gradient methods step with SGD, momentum 0.9 and **Nesterov** by default
+(``OPTIM.NESTEROV = True`` in that framework's ``conf.py``, which LCoTTA's code inherits;
+``nesterov=False`` for plain momentum), or Adam with ``optimizer="adam"``.
 
 Baselines (used by LCoTTA's and RobIA's reproductions):
 
@@ -205,7 +207,9 @@ class _EntropyTTA(TTAMethod):
         weight_decay: float = 0.0,
         steps: int = 1,
         episodic: bool = False,
+        nesterov: bool = True,
     ) -> None:
+        check_type("nesterov", nesterov, bool)
         for name, v in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
             check_type(name, v, (int, float))
             if not math.isfinite(v) or v < 0 or (name == "lr" and v == 0):
@@ -216,6 +220,7 @@ class _EntropyTTA(TTAMethod):
             raise ValueError(f"optimizer must be one of ['sgd', 'adam'], got {optimizer!r}")
         self._param_spec = params
         self._lr, self._momentum, self._wd, self._opt_kind = lr, momentum, weight_decay, optimizer
+        self._nesterov = nesterov
         super().__init__(model, steps=steps, episodic=episodic)
 
     def collect_params(self) -> list[tuple[str, nn.Parameter]]:
@@ -227,7 +232,15 @@ class _EntropyTTA(TTAMethod):
     def configure_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
         if self._opt_kind == "adam":
             return torch.optim.Adam(params, lr=self._lr, weight_decay=self._wd)
-        return torch.optim.SGD(params, lr=self._lr, momentum=self._momentum, weight_decay=self._wd)
+        # Nesterov by default: the official framework's OPTIM.NESTEROV = True (LCoTTA's and TENT's
+        # conf.py); torch rejects it without momentum, where it would be a no-op anyway.
+        return torch.optim.SGD(
+            params,
+            lr=self._lr,
+            momentum=self._momentum,
+            weight_decay=self._wd,
+            nesterov=self._nesterov and self._momentum > 0,
+        )
 
     def transform_grad(self, g: Tensor) -> Tensor:
         """Hook on the flattened gradient before the step (identity; LCoTTA projects)."""
