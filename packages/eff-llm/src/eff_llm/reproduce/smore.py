@@ -88,9 +88,8 @@ class SMoREReproConfig:
     centre_scale: float = 2.0
     delta_norm: str = "per_direction"
     delta_scale: float = 0.5
-    train_size: int | None = (
-        16_384  # fixed training pool, batches drawn with replacement; None = fresh
-    )
+    # a fixed training pool, batches drawn from it with replacement; None = fresh batches
+    train_size: int | None = 16_384
     steps: int = 800
     batch_size: int = 256
     lr: float = 3e-3

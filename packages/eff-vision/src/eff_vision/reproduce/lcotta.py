@@ -6,8 +6,9 @@ at severity 1.8 (``eff_vision.data.corruptions``; contrast scales around 0), eac
 in batches of 32, the six-corruption round repeated 24 times (3,600 steps). Model: MLP
 64-128-64-10 with LayerNorm after each inner linear layer (the ViT-like case; the 384 LN affine
 parameters adapt), trained on the source with Adam. Every adaptive method: SGD lr 0.02, momentum
-0.9 with Nesterov (the official framework's default); EATA and LCoTTA with ``e_margin = 0.4 ln 10`` and ``d_margin = 0.4`` (EATA's CIFAR-10 value:
-0.05 rejects almost every sample at C = 10); LCoTTA rank / window / record-every = 4 / 30 / 3.
+0.9 with Nesterov (the official framework's default); EATA and LCoTTA with
+``e_margin = 0.4 ln 10`` and ``d_margin = 0.4`` (EATA's CIFAR-10 value: 0.05 rejects almost every
+sample at C = 10); LCoTTA rank / window / record-every = 4 / 30 / 3.
 Metric: online error per round (prediction before the update), mean, last round, and max − min
 over rounds. All methods see the same stream (materialised once).
 
