@@ -32,3 +32,33 @@ def test_reproduction_runs_on_a_small_config():
     by_text = {c.text: c for c in result.claims}
     assert by_text["Triton kernels vs PyTorch reference: max rel-L1"].passed
     assert by_text["SageBwd without K smoothing, outlier: dQ cos (best seed) stays below"].passed
+
+
+def test_outlier_gaussian_q_variant_keeps_k_and_v():
+    """``outlier_heavy_q=False`` swaps only Q for the Gaussian draw (the full-mode diagnostic)."""
+    import dataclasses
+
+    import torch
+
+    from eff_kernels.reproduce.sage_attention import make_qkv
+
+    cfg = SageConfig(heads=2, seq=64)
+    q_t, k_t, v_t = make_qkv("outlier", cfg, 3)
+    q_g, k_g, v_g = make_qkv("outlier", dataclasses.replace(cfg, outlier_heavy_q=False), 3)
+    q_gauss, _, _ = make_qkv("gauss", cfg, 3)
+    assert torch.equal(k_t, k_g) and torch.equal(v_t, v_g)
+    assert torch.equal(q_g, q_gauss) and not torch.equal(q_t, q_g)
+    assert float(q_t.abs().max()) > 3 * float(q_g.abs().max())  # the heavy Student-t tail
+
+
+def test_outlier_diagnostics_report_per_seed_ratios():
+    from eff_kernels.reproduce.sage_attention import outlier_diagnostics
+
+    cfg = SageConfig(heads=1, seq=256, bwd_heads=1, bwd_seq=128)
+    diag = outlier_diagnostics(cfg, [0, 1])
+    assert [r["seed"] for r in diag["k_smoothing"]] == [0, 1]
+    for row in diag["k_smoothing"]:
+        assert row["ratio per_block"] > 1 and row["ratio per_thread"] > 1
+    gq = diag["sagebwd_gaussian_q"]
+    # with Gaussian Q, K smoothing makes SageBwd as accurate as on `gauss`; without it dQ breaks
+    assert gq["min_cos"] > 0.999 and gq["dq_cos_nosmooth"] < 0.97
