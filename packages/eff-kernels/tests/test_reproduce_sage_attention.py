@@ -1,8 +1,10 @@
+import dataclasses
 import math
 
 import pytest
+import torch
 
-from eff_kernels.reproduce.sage_attention import SageConfig, run
+from eff_kernels.reproduce.sage_attention import SageConfig, make_qkv, outlier_diagnostics, run
 
 # Measured, not reproduced (see the package README): SageBwd on the `outlier` inputs reaches
 # dQ cos ~0.995 (needs >= 0.999); INT8 Q·Kᵀ of the Student-t(3) queries dominates that error.
@@ -36,12 +38,6 @@ def test_reproduction_runs_on_a_small_config():
 
 def test_outlier_gaussian_q_variant_keeps_k_and_v():
     """``outlier_heavy_q=False`` swaps only Q for the Gaussian draw (the full-mode diagnostic)."""
-    import dataclasses
-
-    import torch
-
-    from eff_kernels.reproduce.sage_attention import make_qkv
-
     cfg = SageConfig(heads=2, seq=64)
     q_t, k_t, v_t = make_qkv("outlier", cfg, 3)
     q_g, k_g, v_g = make_qkv("outlier", dataclasses.replace(cfg, outlier_heavy_q=False), 3)
@@ -52,8 +48,6 @@ def test_outlier_gaussian_q_variant_keeps_k_and_v():
 
 
 def test_outlier_diagnostics_report_per_seed_ratios():
-    from eff_kernels.reproduce.sage_attention import outlier_diagnostics
-
     cfg = SageConfig(heads=1, seq=256, bwd_heads=1, bwd_seq=128)
     diag = outlier_diagnostics(cfg, [0, 1])
     assert [r["seed"] for r in diag["k_smoothing"]] == [0, 1]
