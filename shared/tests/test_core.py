@@ -89,10 +89,21 @@ def test_json_and_markdown_reports(tmp_path):
         "threshold": 0.5,
         "op": ">=",
         "unit": "acc",
+        "kind": "check",
+        "values": [],
+        "seeds": [],
+        "statistic": "median",
+        "expected": "reproduces",
+        "reason": "",
+        "paper": "",
+        "modes": ["quick", "full"],
+        "headline": False,
         "passed": True,
+        "verdict": "pass",
     }
+    assert data["summary"]["checks_passed"] == 1 and data["summary"]["errors"] == 1
     assert data["results"][0]["metrics"] == {"n": 3, "v": 0.5}
     md = report.write_markdown(results, tmp_path / "r.md").read_text()
-    assert "| a.m | m beats baseline | 0.9 acc | >= 0.5 | pass |" in md
-    assert "| b.m | ERROR: ValueError: broken |  |  | FAIL |" in md
+    assert "| a.m | check | m beats baseline | 0.9 acc | >= 0.5 | pass |" in md
+    assert "| b.m |  | ERROR: ValueError: broken |  |  | FAIL |" in md
     assert "| base | 0.5 |" in md and "- a note" in md

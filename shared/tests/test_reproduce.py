@@ -1,3 +1,4 @@
+import json
 import math
 
 import pytest
@@ -6,7 +7,7 @@ from typer.testing import CliRunner
 import eff_shared.reproduce as rep
 from eff_shared.cli import build_app
 from eff_shared.errors import ReproductionError
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Result, claim_seeds, paper_claim
 
 
 @pytest.mark.parametrize(
@@ -48,14 +49,34 @@ def test_result_roundtrip():
         "m",
         "full",
         3,
-        claims=[Claim("a", 1.5, 1, ">=", unit="x")],
+        claims=[
+            Claim("a", 1.5, 1, ">=", unit="x"),
+            paper_claim(
+                "b beats c",
+                [0.1, -0.2, 0.3],
+                0.0,
+                seeds=[3, 4, 5],
+                expected="xfail",
+                reason="seed noise at this scale",
+                paper="+2.8 points, Qwen2.5-1.5B + LoRA",
+                modes=["full"],
+                headline=True,
+            ),
+            Claim("c", 0, 1, "<=", values=(0.5, 0.9)),
+        ],
+        paper_title="A paper",
+        headline="+2.8 points",
         metrics={"k": 2},
         table=[{"method": "a", "v": 1.0}],
         series={"p": {"x": [1, 2], "a": [0.1, 0.2]}},
     )
-    back = Result.from_dict(r.to_dict())
+    data = json.loads(json.dumps(r.to_dict()))
+    back = Result.from_dict(data)
     assert back == r
-    assert r.to_dict()["claims"][0]["passed"] is True
+    assert data["claims"][0]["passed"] is True
+    assert data["claims"][1]["verdict"] == "reproduced (unexpected)"
+    assert data["claims"][1]["values"] == [0.1, -0.2, 0.3] and data["claims"][1]["kind"] == "paper"
+    assert data["counts"]["paper_unexpected"] == 1 and data["counts"]["checks_passed"] == 2
 
 
 def _fake_registry(monkeypatch, runs):
@@ -114,10 +135,10 @@ def test_cli_exit_status_follows_claims(monkeypatch, tmp_path):
     assert "good holds" in res.output and "pass" in res.output
     assert (tmp_path / "o.json").exists()
 
-    res = runner.invoke(app, ["reproduce", "x", "--out", str(tmp_path / "rep")])
+    res = runner.invoke(app, ["reproduce", "x", "-j", "1", "--out", str(tmp_path / "rep")])
     assert res.exit_code == 1
     assert "FAIL" in res.output and "x.bad" in res.output
-    assert (tmp_path / "rep" / "report.md").read_text().count("FAIL") == 1
+    assert (tmp_path / "rep" / "report.md").read_text().count("| FAIL |") == 1
 
     res = runner.invoke(app, ["reproduce", "nope"])
     assert res.exit_code == 2
@@ -150,3 +171,199 @@ def test_reproduce_runs_torch_with_the_requested_threads_and_restores_them(monke
     with cli._torch_threads(0):  # 0 leaves torch alone
         pass
     assert calls == [1, 8]
+
+
+def test_paper_claim_statistics_over_seeds():
+    c = paper_claim("gain", [0.3, -0.1, 0.05, 0.2, 0.01], 0.03, seeds=range(5))
+    assert c.measured == pytest.approx(0.05)  # the median
+    assert c.spread == (-0.1, 0.3)
+    assert (c.k_on_side, c.n_seeds) == (3, 5)
+    assert c.passed
+    mean = paper_claim("gain", [0.3, -0.1, 0.05, 0.2, 0.01], 0.1, statistic="mean")
+    assert mean.measured == pytest.approx(0.092) and not mean.passed
+    even = paper_claim("gain", [1.0, 2.0, 4.0, 8.0], 3.0, op="<=")
+    assert even.measured == pytest.approx(3.0) and even.passed and even.k_on_side == 2
+    assert not paper_claim("nan seed", [0.1, math.nan, 0.2], 0.0).passed
+    with pytest.raises(ValueError, match="values"):
+        paper_claim("empty", [], 0.0)
+    with pytest.raises(ValueError, match="seeds"):
+        paper_claim("mismatch", [1.0, 2.0], 0.0, seeds=[0])
+    with pytest.raises(ValueError, match="reason"):
+        paper_claim("no reason", [1.0], 0.0, expected="xfail")
+    with pytest.raises(ValueError, match="statistic"):
+        paper_claim("bad", [1.0], 0.0, statistic="max")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="expected"):
+        paper_claim("bad", [1.0], 0.0, expected="maybe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="modes"):
+        paper_claim("bad", [1.0], 0.0, modes=["slow"])  # type: ignore[list-item]
+
+
+def test_check_over_seeds_must_hold_at_every_seed():
+    c = Claim("gain >= 2 at every seed", 0.0, 2.0, ">=", values=(3.1, 2.6, 1.9))
+    assert not c.passed and c.measured == pytest.approx(1.9) and c.k_on_side == 2
+    ok = Claim("err <= 1e-3", 0.0, 1e-3, "<=", values=(1e-4, 5e-4))
+    assert ok.passed and ok.measured == pytest.approx(5e-4)
+    with pytest.raises(ValueError, match="xfail"):
+        Claim("a check", 1.0, 0.0, expected="xfail", reason="r")
+
+
+def test_verdicts_and_what_gates_a_run():
+    check_fail = Claim("check", 0.0, 1.0)
+    repro_fail = paper_claim("p", [0.0, 0.1], 1.0)
+    xfail_fail = paper_claim("x", [0.0, 0.1], 1.0, expected="xfail", reason="r")
+    xfail_hold = paper_claim("y", [2.0, 3.0], 1.0, expected="xfail", reason="r")
+    full_only = paper_claim("z", [0.0], 1.0, modes=["full"])
+    assert check_fail.verdict("quick") == "FAIL"
+    assert repro_fail.verdict("quick") == "FAIL"
+    assert xfail_fail.verdict("quick") == "xfail"
+    assert xfail_hold.verdict("quick") == "reproduced (unexpected)"
+    assert full_only.verdict("quick") == "not judged" and full_only.verdict("full") == "FAIL"
+    ok = Claim("ok", 1.0, 0.0)
+    assert Result("m", "quick", 0, claims=[ok, xfail_fail, xfail_hold, full_only]).passed
+    assert not Result("m", "full", 0, claims=[ok, full_only]).passed
+    assert not Result("m", "quick", 0, claims=[ok, check_fail]).passed
+    assert not Result("m", "quick", 0, claims=[ok, repro_fail]).passed
+    with pytest.raises(ValueError, match="mode"):
+        Result("m", "medium", 0)  # type: ignore[arg-type]
+
+
+def test_claim_seeds_follow_the_mode():
+    assert claim_seeds("quick", 7) == [7, 8]
+    assert claim_seeds("full", 7) == [7, 8, 9, 10, 11]
+    assert claim_seeds("quick", 0, quick=1) == [0]
+    with pytest.raises(ValueError, match="mode"):
+        claim_seeds("slow", 0)
+    with pytest.raises(ValueError, match="seeds"):
+        claim_seeds("full", 0, full=0)
+
+
+def _paper_runs():
+    def check_fails(mode, seed):
+        return Result("y.check", mode, seed, claims=[Claim("check holds", 0.0, 1.0)])
+
+    def paper_fails(mode, seed):
+        return Result(
+            "y.paper", mode, seed, claims=[Claim("ok", 1, 0), paper_claim("gain", [0.0], 1.0)]
+        )
+
+    def xfail_fails(mode, seed):
+        claims = [
+            Claim("ok", 1, 0),
+            paper_claim("gain xf", [0.1, 0.2], 1.0, expected="xfail", reason="too small here"),
+        ]
+        return Result("y.xfail", mode, seed, claims=claims)
+
+    def xfail_holds(mode, seed):
+        claims = [
+            Claim("ok", 1, 0),
+            paper_claim("gain xp", [2.0, 3.0], 1.0, expected="xfail", reason="too small here"),
+        ]
+        return Result("y.xpass", mode, seed, claims=claims)
+
+    return {
+        "y.check": check_fails,
+        "y.paper": paper_fails,
+        "y.xfail": xfail_fails,
+        "y.xpass": xfail_holds,
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "exit_code", "printed"),
+    [
+        ("y.check", 1, "FAIL"),
+        ("y.paper", 1, "FAIL"),
+        ("y.xfail", 0, "xfail (not reproduced)"),
+        ("y.xpass", 0, "reproduced (unexpected)"),
+    ],
+)
+def test_cli_exit_status_follows_claim_kind_and_expected_verdict(
+    monkeypatch, name, exit_code, printed
+):
+    _fake_registry(monkeypatch, _paper_runs())
+    res = CliRunner().invoke(build_app(), ["reproduce", name, "-j", "1"])
+    assert res.exit_code == exit_code, res.output
+    assert printed in res.output
+    last = res.output.strip().splitlines()[-1]
+    assert "checks" in res.output.strip().splitlines()[-2] + last  # the summary closes the output
+
+
+def test_summary_line_counts_every_verdict(monkeypatch):
+    from eff_shared import report
+
+    _fake_registry(monkeypatch, _paper_runs())
+    results = rep.run_many(list(_paper_runs()), "quick", 0)
+    line = report.summary_line(results)
+    assert "checks 3/4 passed" in line
+    assert "1 reproduced (unexpected)" in line and "1 not reproduced (xfail)" in line
+    assert "regressions: 2" in line
+
+
+def test_unwritable_out_or_json_fails_before_any_reproduction_runs(monkeypatch, tmp_path):
+    ran = []
+
+    def good(mode, seed):
+        ran.append(seed)
+        return Result("x.good", mode, seed, claims=[Claim("good holds", 2.0, 1.0, ">")])
+
+    _fake_registry(monkeypatch, {"x.good": good})
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    app = build_app()
+    res = CliRunner().invoke(app, ["reproduce", "x.good", "--out", str(blocker / "out")])
+    assert res.exit_code == 2 and "--out" in res.output and ran == []
+    res = CliRunner().invoke(app, ["reproduce", "x.good", "--json", str(blocker / "r.json")])
+    assert res.exit_code == 2 and "--json" in res.output and ran == []
+    res = CliRunner().invoke(app, ["reproduce", "x.good", "--json", str(tmp_path)])
+    assert res.exit_code == 2 and "directory" in res.output and ran == []
+
+
+def test_out_writes_the_ledger_with_paper_claims(monkeypatch, tmp_path):
+    def method(mode, seed):
+        return Result(
+            "z.m",
+            mode,
+            seed,
+            paper_title="A paper on z",
+            headline="z beats w by 3 points on ImageNet",
+            claims=[
+                Claim("exact", 0.0, 1e-6, "<="),
+                paper_claim(
+                    "z - w accuracy",
+                    [0.01, 0.02, -0.01],
+                    0.03,
+                    seeds=[0, 1, 2],
+                    expected="xfail",
+                    reason="too few samples at this scale",
+                    paper="+3 points, ImageNet",
+                    headline=True,
+                ),
+            ],
+        )
+
+    _fake_registry(monkeypatch, {"z.m": method})
+    res = CliRunner().invoke(build_app(), ["reproduce", "z", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    ledger = (tmp_path / "o" / "ledger.md").read_text()
+    assert "## z.m — A paper on z" in ledger
+    assert "z beats w by 3 points on ImageNet" in ledger
+    assert "median 0.01 [-0.01, 0.02], 0/3 seeds" in ledger
+    assert "xfail (not reproduced)" in ledger and "too few samples at this scale" in ledger
+    assert "Headline at this scale: **not reproduced**" in ledger
+    data = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert Result.from_dict(data["results"][0]).claims[1].values == (0.01, 0.02, -0.01)
+
+
+def test_run_many_in_worker_processes_keeps_the_order_and_the_results():
+    """The core's own reproduction, twice in two spawned workers and once in-process: same claims
+    (the workers pin one thread; FedAvg's numbers do not depend on it)."""
+    assert "shared.fedavg" in rep.available()
+    seq = rep.run_many(["shared.fedavg"], "quick", 1)
+    done = []
+    par = rep.run_many(["shared.fedavg"] * 2, "quick", 1, on_done=done.append, jobs=2)
+    assert len(par) == 2 and len(done) == 2
+    for r in par:
+        assert r.error is None and r.name == "shared.fedavg"
+        assert [c.measured for c in r.claims] == [c.measured for c in seq[0].claims]
+    with pytest.raises(ValueError, match="jobs"):
+        rep.run_many(["shared.fedavg"], "quick", 0, jobs=0)

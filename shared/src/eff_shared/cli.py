@@ -10,7 +10,10 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import os
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from pathlib import Path
@@ -22,8 +25,8 @@ from rich.table import Table
 
 from eff_shared import report
 from eff_shared.errors import ReproductionError
-from eff_shared.progress import make_progress
-from eff_shared.reproduce import available, resolve_names, run_many
+from eff_shared.progress import is_interactive, make_progress
+from eff_shared.reproduce import Result, available, resolve_names, run_many
 
 __all__ = ["COMMANDS_GROUP", "app", "build_app", "domain_app", "main", "print_package_info"]
 
@@ -84,6 +87,40 @@ def _torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def _check_writable(path: Path, flag: str, *, is_dir: bool) -> None:
+    """Fail before any reproduction runs when ``path`` cannot be written (a long run's results
+    would otherwise be lost at the end)."""
+    folder = path if is_dir else path.parent
+    if not is_dir and path.is_dir():
+        raise typer.BadParameter(f"{path} is a directory, expected a file path", param_hint=flag)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise typer.BadParameter(
+            f"cannot write to {folder}: {exc.strerror or exc}", param_hint=flag
+        ) from exc
+
+
+def _done_line(result: Result, index: int, total: int) -> str:
+    c = result.counts()
+    if result.error is not None:
+        state = "ERROR"
+    else:
+        state = "ok" if result.passed else "FAIL"
+        state += (
+            f" · checks {c['checks_passed']}/{c['checks_passed'] + c['checks_failed']}"
+            f" · paper {c['paper_reproduced']} reproduced, {c['paper_xfail']} xfail"
+        )
+        if c["paper_unexpected"]:
+            state += f", {c['paper_unexpected']} unexpected"
+        if c["paper_regressions"]:
+            state += f", {c['paper_regressions']} regressions"
+    width = len(str(total))
+    return f"[{index:>{width}}/{total}] {result.name:<28} {state} · {result.elapsed_s:.1f} s"
+
+
 @app.command("reproduce")
 def reproduce_cmd(
     names: Annotated[
@@ -101,18 +138,33 @@ def reproduce_cmd(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Write results.json, report.md and plots into this folder."),
+        typer.Option(
+            "--out", help="Write results.json, report.md, ledger.md and plots into this folder."
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Worker processes (each single-threaded); default: the number of CPUs.",
+        ),
     ] = None,
     threads: Annotated[
         int,
         typer.Option(
             "--threads",
             min=0,
-            help="torch intra-op threads while the reproductions run (0: torch's default).",
+            help="torch/BLAS threads per reproduction (0: the libraries' default).",
         ),
     ] = 1,
 ) -> None:
-    """Run reproductions and print the claims table; exit status 1 when any claim fails."""
+    """Run reproductions and print the claims table.
+
+    Exit status 1 when a check fails or a paper claim expected to reproduce does not; a paper
+    claim marked xfail (not reproduced at this scale) never changes it.
+    """
     try:
         selected = resolve_names(names)
     except ReproductionError as exc:
@@ -120,18 +172,35 @@ def reproduce_cmd(
     if not selected:
         _console(stderr=True).print("no reproductions are registered")
         raise typer.Exit(1)
+    if json_path is not None:
+        _check_writable(json_path, "--json", is_dir=False)
+    if out is not None:
+        _check_writable(out, "--out", is_dir=True)
     mode = "full" if full else "quick"
+    jobs = jobs or os.cpu_count() or 1
     console = _console()
+    interactive = sys.stdout.isatty() and is_interactive()
+    started = time.perf_counter()
     with make_progress() as progress:
-        task = progress.add_task(f"reproduce ({mode})", total=len(selected))
+        task = progress.add_task(f"reproduce ({mode}, {jobs} jobs)", total=len(selected))
+        finished = 0
 
         def on_start(name: str) -> None:
-            progress.update(task, description=f"{name} ({mode})")
+            if jobs == 1:
+                progress.update(task, description=f"{name} ({mode})")
 
-        with _torch_threads(threads):
+        def on_done(result: Result) -> None:
+            nonlocal finished
+            finished += 1
+            progress.advance(task)
+            if not interactive:
+                print(_done_line(result, finished, len(selected)), flush=True)
+
+        with _torch_threads(threads if jobs == 1 else 0):
             results = run_many(
-                selected, mode, seed, on_start=on_start, on_done=lambda r: progress.advance(task)
+                selected, mode, seed, on_start, on_done, jobs=jobs, threads=threads
             )
+    elapsed = time.perf_counter() - started
     report.print_results(results, console)
     for r in results:
         if r.error:
@@ -140,14 +209,18 @@ def reproduce_cmd(
         report.write_json(results, json_path)
     if out is not None:
         written = report.write_report(results, out)
-        console.print(f"report written to {written['markdown']}")
+        console.print(f"report written to {written['markdown']}, ledger to {written['ledger']}")
     failed = [r.name for r in results if not r.passed]
     if failed:
         console.print(
             f"[bold red]{len(failed)} of {len(results)} reproductions failed:[/] {', '.join(failed)}"
         )
+    console.print(
+        f"{len(results)} reproductions ({mode}) in {elapsed:.0f} s · {report.summary_line(results)}",
+        style="bold red" if failed else "bold green",
+    )
+    if failed:
         raise typer.Exit(1)
-    console.print(f"[bold green]all {len(results)} reproductions passed[/]")
 
 
 def _requirement_name(req: str) -> str:

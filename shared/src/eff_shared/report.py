@@ -12,11 +12,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from eff_shared.reproduce import Result
+from eff_shared.reproduce import FAIL, NOT_JUDGED, PASS, XFAIL, XPASS, Claim, Result, summarize
 
 __all__ = [
     "claims_table",
+    "format_claim_value",
     "format_value",
+    "headline_status",
+    "json_default",
+    "ledger_markdown",
+    "summary_line",
+    "write_ledger",
     "plot_series",
     "print_results",
     "result_table",
@@ -40,38 +46,85 @@ def format_value(value: Any) -> str:
     return f"{value:.4g}"
 
 
+def format_claim_value(claim: Claim) -> str:
+    """The measured value; for a claim over seeds also ``[min, max]`` and the seeds on the claimed
+    side, e.g. ``median 0.11 [0.008, 0.17], 4/5 seeds``."""
+    unit = f" {claim.unit}" if claim.unit else ""
+    if not claim.values or len(claim.values) == 1:
+        return format_value(claim.measured) + unit
+    lo, hi = claim.spread
+    stat = claim.statistic if claim.kind == "paper" else "worst"
+    return (
+        f"{stat} {format_value(claim.measured)}{unit} [{format_value(lo)}, {format_value(hi)}], "
+        f"{claim.k_on_side}/{claim.n_seeds} seeds"
+    )
+
+
+def _verdict_text(claim: Claim, mode: str) -> str:
+    verdict = claim.verdict(mode)
+    if verdict == XFAIL:
+        return "xfail (not reproduced)"
+    if verdict == NOT_JUDGED:
+        return f"not judged ({'/'.join(claim.modes)} mode only)"
+    return verdict
+
+
 def _claim_rows(results: Sequence[Result]) -> list[list[str]]:
     rows = []
     for r in results:
         if r.error is not None:
             last = r.error.strip().splitlines()[-1] if r.error.strip() else "error"
-            rows.append([r.name, f"ERROR: {last}", "", "", "FAIL"])
+            rows.append([r.name, "", f"ERROR: {last}", "", "", FAIL])
             continue
         if not r.claims:
-            rows.append([r.name, "(no claims made)", "", "", "FAIL"])
+            rows.append([r.name, "", "(no claims made)", "", "", FAIL])
         for c in r.claims:
-            measured = format_value(c.measured) + (f" {c.unit}" if c.unit else "")
+            text = c.text if c.expected != "xfail" else f"{c.text} — {c.reason}"
             rows.append(
                 [
                     r.name,
-                    c.text,
-                    measured,
+                    c.kind,
+                    text,
+                    format_claim_value(c),
                     f"{c.op} {format_value(c.threshold)}",
-                    "pass" if c.passed else "FAIL",
+                    _verdict_text(c, r.mode),
                 ]
             )
     return rows
 
 
+_STYLES = {PASS: None, FAIL: "bold red", XFAIL: "yellow", XPASS: "cyan", NOT_JUDGED: "dim"}
+
+
 def claims_table(results: Sequence[Result]) -> Table:
-    """One row per claim: method, claim, measured, threshold, pass."""
+    """One row per claim: method, kind, claim, measured, threshold, verdict."""
     table = Table(title="eff reproduce: claims", show_lines=False)
-    for col in ("method", "claim", "measured", "threshold", "pass"):
+    for col in ("method", "kind", "claim", "measured", "threshold", "verdict"):
         table.add_column(col, overflow="fold")
     for row in _claim_rows(results):
-        style = None if row[-1] == "pass" else "bold red"
+        style = _STYLES.get(row[-1].split(" (")[0] if row[-1] != XPASS else XPASS, "bold red")
         table.add_row(*row, style=style)
     return table
+
+
+def summary_line(results: Sequence[Result]) -> str:
+    """Counts over the run: checks, paper claims reproduced / not reproduced (xfail) /
+    reproduced unexpectedly, claims not judged in this mode, regressions and errors."""
+    t = summarize(results)
+    checks = t["checks_passed"] + t["checks_failed"]
+    regressions = t["checks_failed"] + t["paper_regressions"] + t["errors"] + t["no_claims"]
+    parts = [
+        f"checks {t['checks_passed']}/{checks} passed",
+        f"paper claims: {t['paper_reproduced']} reproduced, {t['paper_xfail']} not reproduced "
+        f"(xfail), {t['paper_unexpected']} reproduced (unexpected)",
+    ]
+    if t["not_judged"]:
+        parts.append(f"{t['not_judged']} not judged in this mode")
+    parts.append(
+        f"regressions: {regressions} ({t['checks_failed']} failed checks, "
+        f"{t['paper_regressions']} failed paper claims, {t['errors'] + t['no_claims']} errors)"
+    )
+    return " · ".join(parts)
 
 
 def result_table(result: Result) -> Table | None:
@@ -92,13 +145,14 @@ def write_json(results: Sequence[Result], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "passed": all(r.passed for r in results),
+        "summary": summarize(results),
         "results": [r.to_dict() for r in results],
     }
-    path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
+    path.write_text(json.dumps(payload, indent=2, default=json_default) + "\n")
     return path
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
     # numpy scalars and arrays reach here from metrics; keep the core free of a numpy import cost.
     if hasattr(obj, "tolist"):
         return obj.tolist()
@@ -123,8 +177,11 @@ def write_markdown(
     path.parent.mkdir(parents=True, exist_ok=True)
     parts = ["# eff reproduce report", ""]
     parts.append(
-        _md_table(["method", "claim", "measured", "threshold", "pass"], _claim_rows(results))
+        _md_table(
+            ["method", "kind", "claim", "measured", "threshold", "verdict"], _claim_rows(results)
+        )
     )
+    parts += ["", summary_line(results)]
     for r in results:
         parts += ["", f"## {r.name}", "", f"mode `{r.mode}`, seed {r.seed}, {r.elapsed_s:.1f} s"]
         if r.table:
@@ -206,6 +263,104 @@ def write_plots(results: Sequence[Result], out_dir: str | Path) -> dict[str, Pat
     return written
 
 
+VERDICT_HELP = """\
+- **check** — holds by construction or by the method's mathematics (exactness, invariants, memory
+  bounds, kernel accuracy); it must hold at every seed. A failing check is a bug.
+- **paper** — the paper's empirical claim tested at small scale, judged on the median (or the mean,
+  where the claim says mean) over seeds. Ours is printed as `median [min, max], k/n seeds` (k seeds on
+  the claimed side).
+- Verdicts: **pass**; **FAIL** (a failing check, or a paper claim expected to reproduce that did not:
+  a regression, the only verdicts that make `eff reproduce` exit non-zero); **xfail (not reproduced)**
+  (a faithful implementation does not reproduce the claim at this scale: run and printed, with the
+  reason, never gating); **reproduced (unexpected)** (an xfail claim that held: a reason to revisit
+  it); **not judged** (a claim declared for the other mode only, e.g. full mode only).
+"""
+
+
+def _ledger_rows(r: Result) -> list[list[str]]:
+    rows = []
+    for c in r.claims:
+        if c.kind != "paper":
+            continue
+        rows.append(
+            [
+                ("**headline** " if c.headline else "") + c.text,
+                c.paper or "",
+                format_claim_value(c),
+                f"{c.op} {format_value(c.threshold)}",
+                _verdict_text(c, r.mode),
+                c.reason,
+            ]
+        )
+    return rows
+
+
+def headline_status(r: Result) -> str:
+    """``reproduced`` / ``not reproduced`` / ``regression`` for the paper's headline claims of a
+    result (all of them must hold), ``not judged`` or ``no headline claim``."""
+    heads = [c for c in r.claims if c.kind == "paper" and c.headline]
+    if r.error is not None:
+        return "error"
+    if not heads:
+        return "no headline claim"
+    verdicts = [c.verdict(r.mode) for c in heads]
+    if FAIL in verdicts:
+        return "regression"
+    judged = [v for v in verdicts if v != NOT_JUDGED]
+    if not judged:
+        return "not judged"
+    if all(v in (PASS, XPASS) for v in judged):
+        return "reproduced"
+    return "not reproduced"
+
+
+def ledger_markdown(results: Sequence[Result]) -> str:
+    """The ledger: per method the paper, its headline result, and its paper claims (ours as
+    median [min, max] over n seeds; threshold; verdict; reason for an xfail)."""
+    modes = sorted({r.mode for r in results})
+    parts = [
+        "# eff ledger: the papers' claims at small scale",
+        "",
+        f"Mode: {', '.join(modes)}; master seed {', '.join(sorted({str(r.seed) for r in results}))}.",
+        "",
+        VERDICT_HELP.rstrip(),
+        "",
+        summary_line(results),
+    ]
+    for r in results:
+        c = r.counts()
+        title = f" — {r.paper_title}" if r.paper_title else ""
+        parts += ["", f"## {r.name}{title}", ""]
+        if r.headline:
+            parts += [f"Paper's headline: {r.headline}", ""]
+        parts.append(
+            f"Headline at this scale: **{headline_status(r)}**. Checks {c['checks_passed']}/"
+            f"{c['checks_passed'] + c['checks_failed']} passed; paper claims "
+            f"{c['paper_reproduced']} reproduced, {c['paper_xfail']} xfail, "
+            f"{c['paper_unexpected']} reproduced (unexpected), {c['paper_regressions']} regressions."
+        )
+        if r.error is not None:
+            last = r.error.strip().splitlines()[-1] if r.error.strip() else "error"
+            parts += ["", f"ERROR: {last}"]
+        rows = _ledger_rows(r)
+        if rows:
+            parts += [
+                "",
+                _md_table(
+                    ["paper claim", "paper's number", "ours", "threshold", "verdict", "reason"],
+                    rows,
+                ),
+            ]
+    return "\n".join(parts) + "\n"
+
+
+def write_ledger(results: Sequence[Result], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(ledger_markdown(results))
+    return path
+
+
 def write_report(results: Sequence[Result], out_dir: str | Path) -> dict[str, Path]:
     """``results.json``, ``report.md`` and the plots in ``out_dir``."""
     out_dir = Path(out_dir)
@@ -213,6 +368,7 @@ def write_report(results: Sequence[Result], out_dir: str | Path) -> dict[str, Pa
     return {
         "json": write_json(results, out_dir / "results.json"),
         "markdown": write_markdown(results, out_dir / "report.md", plots),
+        "ledger": write_ledger(results, out_dir / "ledger.md"),
         **{f"plot:{k}": v for k, v in plots.items()},
     }
 
