@@ -197,9 +197,7 @@ def reproduce_cmd(
                 print(_done_line(result, finished, len(selected)), flush=True)
 
         with _torch_threads(threads if jobs == 1 else 0):
-            results = run_many(
-                selected, mode, seed, on_start, on_done, jobs=jobs, threads=threads
-            )
+            results = run_many(selected, mode, seed, on_start, on_done, jobs=jobs, threads=threads)
     elapsed = time.perf_counter() - started
     report.print_results(results, console)
     for r in results:
