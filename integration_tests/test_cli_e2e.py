@@ -54,3 +54,38 @@ def test_python_dash_m_entry_point():
         [sys.executable, "-m", "eff_shared", "--help"], capture_output=True, text=True, check=True
     )
     assert "reproduce" in proc.stdout and "games" in proc.stdout
+
+
+_IMPORTS_AFTER = """
+import sys
+from eff_shared.cli import main
+sys.argv = ["eff", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+heavy = sorted(m for m in ("torch", "transformers", "eff_llm", "eff_kernels", "eff_vision") if m in sys.modules)
+print("HEAVY:", ",".join(heavy))
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["list"], ["games", "info"], ["games", "--help"]])
+def test_fast_commands_import_no_torch_and_no_other_domain(args):
+    """`eff --help`, `eff list` and `eff games ...` load only what they use: the domain apps are
+    imported lazily, so none of them pays torch's import time."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AFTER, *args], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "HEAVY:", proc.stdout[-500:]
+
+
+def test_a_domain_command_loads_its_domain_on_demand():
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AFTER, "kernels", "info"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "eff_kernels" in proc.stdout.strip().splitlines()[-1]

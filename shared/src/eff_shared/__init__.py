@@ -6,7 +6,6 @@ The torch helpers live in :mod:`eff_shared.torch` and the Flower bridge in
 
 from eff_shared.errors import EffError, ReproductionError
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
-from eff_shared.seeding import derive_seed, make_rng, seed_everything
 
 __all__ = [
     "Claim",
@@ -20,3 +19,12 @@ __all__ = [
     "paper_claim",
     "seed_everything",
 ]
+
+
+def __getattr__(name: str):
+    # The seeding helpers need numpy; importing it lazily keeps `eff --help` fast.
+    if name in ("derive_seed", "make_rng", "seed_everything"):
+        from eff_shared import seeding
+
+        return getattr(seeding, name)
+    raise AttributeError(f"module 'eff_shared' has no attribute {name!r}")

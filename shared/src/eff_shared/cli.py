@@ -15,11 +15,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from importlib.metadata import PackageNotFoundError, distribution, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
+import typer.main
+from typer.core import TyperGroup
 from rich.console import Console
 from rich.table import Table
 
@@ -39,11 +42,58 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, width=width)
 
 
+def _domain_entry_points() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name)}
+
+
+class _LazyGroup(TyperGroup):
+    """The ``eff`` group: a domain's commands are imported only when that domain is invoked.
+
+    ``eff --help`` and ``eff list`` read the entry points' metadata (name, distribution summary)
+    and import no domain package, so they start fast and never import torch.
+    """
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        own = super().list_commands(ctx)
+        return own + [n for n in _domain_entry_points() if n not in own]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        own = super().get_command(ctx, cmd_name)
+        if own is not None:
+            return own
+        ep = _domain_entry_points().get(cmd_name)
+        if ep is None:
+            return None
+        if self._listing:  # help text from the distribution's metadata, nothing imported
+            summary = _summary(ep.dist.name) if ep.dist else cmd_name
+            return click.Group(cmd_name, help=summary)
+        try:
+            sub = ep.load()
+        except Exception as exc:  # one broken plugin must not take the whole CLI down
+            print(
+                f"eff: could not load commands of {ep.name!r} ({ep.value}): {exc}", file=sys.stderr
+            )
+            return None
+        command = typer.main.get_command(sub)
+        command.name = cmd_name
+        return command
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
 app = typer.Typer(
     name="eff",
     help="Efficient-ML methods from NeurIPS 2025 papers: reproductions and per-domain tools.",
     no_args_is_help=True,
     add_completion=False,
+    cls=_LazyGroup,
 )
 
 
@@ -303,20 +353,9 @@ def _print_torch(console: Console) -> None:
 
 
 def build_app() -> typer.Typer:
-    """The ``eff`` app with every installed domain's commands attached."""
-    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
-        if any(g.name == ep.name for g in app.registered_groups):
-            continue
-        try:
-            sub = ep.load()
-        except Exception as exc:  # one broken plugin must not take the whole CLI down
-            print(
-                f"eff: could not load commands of {ep.name!r} ({ep.value}): {exc}", file=sys.stderr
-            )
-            continue
-        app.add_typer(sub, name=ep.name)
+    """The ``eff`` app; each installed domain's commands load when that domain is invoked."""
     return app
 
 
 def main() -> None:
-    build_app()()
+    app()
