@@ -22,9 +22,9 @@ from typing import Annotated
 import click
 import typer
 import typer.main
-from typer.core import TyperGroup
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from eff_shared import report
 from eff_shared.errors import ReproductionError
