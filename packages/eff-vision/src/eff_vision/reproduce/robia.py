@@ -33,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from eff_shared.reproduce import Claim, Result
+from eff_shared.errors import check_choice
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_shared.torch import count_parameters
 from eff_vision.data.stereo import SyntheticStereo, TinyStereoNet, render_dataset, stereo_stream
@@ -304,30 +305,70 @@ def mechanics(cfg: RobIAReproConfig, seed: int, runs: dict[str, Any]) -> dict[st
     }  # fmt: skip
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
+FULL: tuple[Mode, ...] = ("full",)
+QUICK_METHODS = ("no adaptation", "BN-adapt", "full fine-tuning (SGBM labels)", "RobIA")
+PAPER = "no number published (abstract: RobIA beats continual stereo TTA baselines under dynamic shifts)"
+
+
+def _one_seed(cfg: RobIAReproConfig, seed: int, names: tuple[str, ...] | None) -> dict[str, Any]:
+    """The per-seed numbers of the paper claims (every method on the same frames of this seed)."""
+    out = experiment(cfg, seed, names)
+    epes = {r["method"]: r["EPE"] for r in out["rows"]}
+    r = out["runs"]["RobIA"]
+    return {
+        "out": out,
+        "epe": epes,
+        "ratio_noad": epes["RobIA"] / epes["no adaptation"],
+        "minus_bn": epes["RobIA"] - epes["BN-adapt"],
+        "minus_ft": epes["RobIA"] - epes["full fine-tuning (SGBM labels)"],
+        "clean_ratio": r["clean_after"] / r["clean_before"],
+    }
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    """Paper claims over seeds (full: seeds
+    seed..seed+4, 160 frames; the ablation rows run at the master seed only).
+    Quick mode is a smoke run at one seed (64 source pairs, 60 source and 30 expert steps, 20
+    frames, the four claimed methods): it judges the checks; its under-trained source net cannot
+    resolve the paper claims, which are judged in full mode."""
+    check_choice("mode", mode, ["quick", "full"])
     if mode == "quick":
-        cfg = RobIAReproConfig(cycles=1, pairs_per_domain=10, expert_steps=150)
+        # quick (CI budget): a smaller source set and shorter source/expert training, 40 frames
+        cfg = RobIAReproConfig(
+            n_source=64, source_steps=60, expert_steps=30, cycles=1, pairs_per_domain=5
+        )
     else:
         cfg = RobIAReproConfig()
-    out = experiment(cfg, seed)
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    per = {
+        s: _one_seed(cfg, s, None if (mode == "full" and s == seed) else QUICK_METHODS)
+        for s in seeds
+    }
+    out = per[seed]["out"]
     runs = out["runs"]
-    result = Result(name="vision.robia", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result = Result(
+        name="vision.robia", mode=mode, seed=seed,
+        paper_title="RobIA: Robust Instance-aware Continual Test-time Adaptation for Deep Stereo",
+        headline="RobIA outperforms continual test-time adaptation baselines for stereo (BN-adapt, "
+        "full fine-tuning on proxy labels) across dynamic target domains while adapting few parameters "
+        "(no numbers published; the thresholds are the spec's reconstruction)",
+    )  # fmt: skip
     result.table = out["rows"]
-    epes = {r["method"]: r["EPE"] for r in out["rows"]}
-    rob, noad, bn, ft = (
-        epes["RobIA"],
-        epes["no adaptation"],
-        epes["BN-adapt"],
-        epes["full fine-tuning (SGBM labels)"],
-    )
+    vals = lambda key: [per[s][key] for s in seeds]  # noqa: E731
+    epes = per[seed]["epe"]
     r = runs["RobIA"]
     mech = mechanics(cfg, seed, runs)
     result.claims += [
-        Claim("stream-mean EPE(RobIA) / EPE(no adaptation)", rob / noad, 0.6, "<="),
-        Claim("EPE(RobIA) − EPE(BN-adapt) [px]", rob - bn, -0.3, "<="),
-        Claim("EPE(RobIA) − EPE(full fine-tuning) [px]", rob - ft, 0.15, "<="),
+        paper_claim("stream-mean EPE(RobIA) / EPE(no adaptation)", vals("ratio_noad"), 0.6, "<=",
+                    seeds=seeds, modes=FULL, paper=PAPER, headline=True),
+        paper_claim("EPE(RobIA) − EPE(BN-adapt) [px]", vals("minus_bn"), -0.3, "<=", seeds=seeds,
+                    modes=FULL, paper=PAPER, headline=True, expected="xfail",
+                    reason="BN-adapt is already strong on this toy: seed 0 −0.228 px (BN-adapt 1.879)"),
+        paper_claim("EPE(RobIA) − EPE(full fine-tuning) [px]", vals("minus_ft"), 0.15, "<=", seeds=seeds,
+                    modes=FULL, paper=PAPER, headline=True),
+        paper_claim("RobIA clean EPE after / before the stream", vals("clean_ratio"), 1.25, "<=", seeds=seeds,
+                    modes=FULL, paper="no number published (the spec's forgetting bound)"),
         Claim("RobIA trainable parameters / total", r["trainable"] / r["total"], 0.10, "<="),
-        Claim("RobIA clean EPE after / before the stream", r["clean_after"] / r["clean_before"], 1.25, "<="),
         Claim("experts bit-identical and without gradient after the stream (1 = yes)", mech["experts_frozen"], 1, ">="),
         Claim("every frame: exactly top_k gates non-zero, summing to 1 (1 = yes)", mech["gates_topk_sum1"], 1, ">="),
         Claim("attention output of a row depends only on that row (1 = yes)", mech["row_local_attention"], 1, ">="),
@@ -340,7 +381,8 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
     ft_ms = runs["full fine-tuning (SGBM labels)"]["ms_per_frame"]
     bn_ms = runs["BN-adapt"]["ms_per_frame"]
     result.metrics = {
-        "epe": epes, "frames": out["frames"], "mechanics": mech,
+        "epe": epes, "frames": out["frames"], "mechanics": mech, "seeds": seeds,
+        "per_seed_epe": {str(s): per[s]["epe"] for s in seeds},
         "teacher_pixel_fraction": r.get("teacher_fraction"), "router_moved": mech["router_moved"],
         "time_ratio_vs_full_ft": r["ms_per_frame"] / ft_ms, "time_ratio_vs_bn_adapt": r["ms_per_frame"] / bn_ms,
         "source_cpu_s": out["models"]["source_cpu_s"], "expert_cpu_s": out["models"]["expert_cpu_s"],
@@ -356,11 +398,17 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
     }
     result.notes += [
         f"{out['frames']} frames ({'→'.join(cfg.domains)} × {cfg.cycles}, severity {cfg.severity}); "
-        f"SGBM numDisparities {cfg.num_disparities}; student BN on test-batch statistics.",
+        f"SGBM numDisparities {cfg.num_disparities}; student BN on test-batch statistics; seeds {seeds}"
+        + ("; the ablation rows run at the master seed only." if mode == "full" else
+           "; quick mode runs the four claimed methods only (the ablations are in full mode)."),
+        "EPE per seed (RobIA / no adaptation / BN-adapt / full FT): " + "; ".join(
+            f"{s}: " + " / ".join(f"{per[s]['epe'][m]:.3f}" for m in
+                                  ("RobIA", "no adaptation", "BN-adapt", "full fine-tuning (SGBM labels)"))
+            for s in seeds),
         f"teacher pixels (∉ V_H, c_T > 0.5): {100 * (r.get('teacher_fraction') or 0):.1f} % of each frame on average.",
         f"time per frame: RobIA / full fine-tuning = {r['ms_per_frame'] / ft_ms:.2f}, RobIA / BN-adapt = "
         f"{r['ms_per_frame'] / bn_ms:.2f} (includes SGBM on the CPU).",
         "RobIA is our reconstruction (no code, equations or numbers were available); its "
         "thresholds were not validated end to end.",
-    ]
+    ]  # fmt: skip
     return result
