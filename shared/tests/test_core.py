@@ -6,7 +6,7 @@ import pytest
 
 from eff_shared import report
 from eff_shared.errors import check_choice, check_fraction, check_positive, check_type
-from eff_shared.progress import is_interactive, track
+from eff_shared.progress import is_interactive, progress_task, track
 from eff_shared.reproduce import Claim, Result
 from eff_shared.seeding import derive_seed, make_rng, seed_everything
 
@@ -53,11 +53,29 @@ def test_checks_name_the_argument():
     check_fraction("p", 1.0)
 
 
-def test_progress_is_quiet_outside_a_terminal(capsys):
+def test_progress_off_a_terminal_prints_periodic_lines_and_nothing_when_quiet(capsys, monkeypatch):
+    monkeypatch.delenv("EFF_QUIET", raising=False)
     assert not is_interactive()
-    assert list(track(range(3), "x")) == [0, 1, 2]
+    clock = iter(range(0, 1000, 4))  # each call to the clock advances 4 s
+    monkeypatch.setattr("eff_shared.progress.time.monotonic", lambda: next(clock))
+    assert list(track(range(6), "distil", every_s=10)) == list(range(6))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err, "a long loop off a terminal must say something"
+    assert err[0].startswith("distil: 3/6 (50 %), 12 s elapsed, ~12 s left")
+    with progress_task("search", every_s=10) as tick:
+        for _ in range(4):
+            tick()
+    err = capsys.readouterr().err
+    assert "search: " in err and " done, " in err  # no total: a count, not a fraction
+    monkeypatch.setenv("EFF_QUIET", "1")
+    assert list(track(range(6), "distil", every_s=10)) == list(range(6))
+    assert list(track(range(6), "distil", every_s=10, quiet=False)) == list(range(6))
     out = capsys.readouterr()
-    assert out.out == "" and out.err == ""
+    assert out.out == "" and "distil" in out.err and out.err.count("\n") >= 1
+    assert list(track(range(6), "x", quiet=True)) == list(range(6))
+    assert capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="every_s"):
+        list(track(range(2), every_s=0))
 
 
 def test_format_value():

@@ -28,7 +28,7 @@ from typer.core import TyperGroup
 
 from eff_shared import report
 from eff_shared.errors import ReproductionError
-from eff_shared.progress import is_interactive, make_progress
+from eff_shared.progress import is_quiet, make_progress, set_quiet
 from eff_shared.reproduce import Result, available, resolve_names, run_many
 
 __all__ = ["COMMANDS_GROUP", "app", "build_app", "domain_app", "main", "print_package_info"]
@@ -95,6 +95,18 @@ app = typer.Typer(
     add_completion=False,
     cls=_LazyGroup,
 )
+
+
+@app.callback()
+def _root(
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="No progress output (bars or periodic lines)."),
+    ] = False,
+) -> None:
+    """Efficient-ML methods from NeurIPS 2025 papers: reproductions and per-domain tools."""
+    if quiet:
+        set_quiet(True)
 
 
 @app.command("list")
@@ -229,7 +241,7 @@ def reproduce_cmd(
     mode = "full" if full else "quick"
     jobs = jobs or os.cpu_count() or 1
     console = _console()
-    interactive = sys.stdout.isatty() and is_interactive()
+    lines = not sys.stdout.isatty() and not is_quiet()  # one line per finished reproduction
     started = time.perf_counter()
     with make_progress() as progress:
         task = progress.add_task(f"reproduce ({mode}, {jobs} jobs)", total=len(selected))
@@ -243,7 +255,7 @@ def reproduce_cmd(
             nonlocal finished
             finished += 1
             progress.advance(task)
-            if not interactive:
+            if lines:
                 print(_done_line(result, finished, len(selected)), flush=True)
 
         with _torch_threads(threads if jobs == 1 else 0):

@@ -1,10 +1,25 @@
-"""Progress bars that stay quiet when output is not a terminal (CI logs, pipes, tests)."""
+"""Progress for long loops, one way for every package.
+
+On a terminal a rich bar on stderr; off a terminal (CI logs, pipes) one plain line on stderr at
+most every ``every_s`` seconds (``name: 40/100 (40 %), 12 s elapsed, ~18 s left``), so a long run
+is never silent; nothing at all under ``quiet=True`` or with ``EFF_QUIET`` set (``--quiet`` on
+the CLIs sets it).
+
+    from eff_shared.progress import track
+    for step in track(range(steps), "LRC distillation"):
+        ...
+
+or, when the loop is not a plain iteration, ``with progress_task("search", total=n) as tick:``
+and ``tick()`` (or ``tick(k)``) after each unit of work.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from rich.progress import (
@@ -16,14 +31,29 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-__all__ = ["is_interactive", "make_progress", "track"]
+__all__ = ["is_interactive", "is_quiet", "make_progress", "progress_task", "set_quiet", "track"]
 
 T = TypeVar("T")
+QUIET_ENV = "EFF_QUIET"
+DEFAULT_EVERY_S = 10.0
+
+
+def is_quiet() -> bool:
+    """True when ``EFF_QUIET`` is set (``--quiet``): no progress output at all."""
+    return bool(os.environ.get(QUIET_ENV))
+
+
+def set_quiet(quiet: bool = True) -> None:
+    """Silence (or restore) progress output for this process and the workers it starts."""
+    if quiet:
+        os.environ[QUIET_ENV] = "1"
+    else:
+        os.environ.pop(QUIET_ENV, None)
 
 
 def is_interactive() -> bool:
-    """True when stderr is a terminal and ``EFF_QUIET`` is not set."""
-    if os.environ.get("EFF_QUIET"):
+    """True when stderr is a terminal and progress is not silenced."""
+    if is_quiet():
         return False
     return sys.stderr.isatty()
 
@@ -41,12 +71,71 @@ def make_progress() -> Progress:
     )
 
 
-def track(iterable: Iterable[T], description: str = "", total: int | None = None) -> Iterator[T]:
-    """Iterate with a progress bar when interactive, silently otherwise."""
+class _LineReporter:
+    """Plain periodic lines for logs: the first after ``every_s``, then every ``every_s``."""
+
+    def __init__(self, description: str, total: int | None, every_s: float) -> None:
+        self.description, self.total, self.every_s = description or "progress", total, every_s
+        self.done = 0
+        self.start = self.last = time.monotonic()
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            print(self.line(now), file=sys.stderr, flush=True)
+
+    def line(self, now: float) -> str:
+        elapsed = now - self.start
+        if self.total:
+            frac = self.done / self.total
+            left = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
+            return (
+                f"{self.description}: {self.done}/{self.total} ({100 * frac:.0f} %), "
+                f"{elapsed:.0f} s elapsed, ~{left:.0f} s left"
+            )
+        return f"{self.description}: {self.done} done, {elapsed:.0f} s elapsed"
+
+
+@contextlib.contextmanager
+def progress_task(
+    description: str = "",
+    total: int | None = None,
+    *,
+    quiet: bool | None = None,
+    every_s: float = DEFAULT_EVERY_S,
+) -> Iterator[Callable[..., None]]:
+    """A progress task; yields ``tick(n=1)`` to call after each unit of work.
+
+    ``quiet=None`` follows ``EFF_QUIET``; on a terminal a rich bar, otherwise periodic lines.
+    """
+    if every_s <= 0:
+        raise ValueError(f"every_s must be > 0, got {every_s!r}")
+    if quiet if quiet is not None else is_quiet():
+        yield lambda n=1: None
+        return
+    if sys.stderr.isatty():
+        with make_progress() as progress:
+            task = progress.add_task(description, total=total)
+            yield lambda n=1: progress.advance(task, n)
+        return
+    reporter = _LineReporter(description, total, every_s)
+    yield reporter.advance
+
+
+def track(
+    iterable: Iterable[T],
+    description: str = "",
+    total: int | None = None,
+    *,
+    quiet: bool | None = None,
+    every_s: float = DEFAULT_EVERY_S,
+) -> Iterator[T]:
+    """Iterate with progress: a bar on a terminal, periodic lines otherwise, nothing when quiet."""
     if total is None and hasattr(iterable, "__len__"):
         total = len(iterable)  # type: ignore[arg-type]
-    with make_progress() as progress:
-        task = progress.add_task(description, total=total)
+    with progress_task(description, total, quiet=quiet, every_s=every_s) as tick:
         for item in iterable:
             yield item
-            progress.advance(task)
+            tick()
