@@ -1,5 +1,6 @@
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,3 +126,41 @@ def test_json_and_markdown_reports(tmp_path):
     assert "| a.m | check | m beats baseline | 0.9 acc | >= 0.5 | pass |" in md
     assert "| b.m |  | ERROR: ValueError: broken |  |  | FAIL |" in md
     assert "| base | 0.5 |" in md and "- a note" in md
+
+
+def test_plots_take_their_words_from_plot_labels_and_say_when_skipped(tmp_path, monkeypatch):
+    r = Result(
+        "a.m",
+        "quick",
+        0,
+        claims=[Claim("c", 1, 0)],
+        series={"exploitability": {"x": [1, 10, 100], "CFR+": [1.0, 0.1, 1e-4]}},
+        plot_labels={
+            "exploitability": {
+                "title": "Exploitability vs iterations",
+                "xlabel": "iteration",
+                "ylabel": "NashConv/2 (chips)",
+            }
+        },
+    )
+    seen = {}
+
+    def fake_plot(path, series, **kw):
+        seen.update(kw)
+        return Path(path)
+
+    monkeypatch.setattr(report, "plot_series", fake_plot)
+    written = report.write_plots([r], tmp_path)
+    assert list(written) == ["a.m.exploitability"]
+    assert seen == {
+        "title": "a.m: Exploitability vs iterations",
+        "xlabel": "iteration",
+        "ylabel": "NashConv/2 (chips)",
+        "logy": None,
+    }
+    assert Result.from_dict(r.to_dict()).plot_labels == r.plot_labels
+    r.plot_labels = {}
+    report.write_plots([r], tmp_path)
+    assert seen["title"] == "a.m: exploitability" and seen["xlabel"] == ""
+    monkeypatch.setattr(report, "plots_available", lambda: False)
+    assert "matplotlib" in report.PLOTS_SKIPPED

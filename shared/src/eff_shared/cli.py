@@ -269,6 +269,8 @@ def reproduce_cmd(
         report.write_json(results, json_path)
     if out is not None:
         written = report.write_report(results, out)
+        if any(r.series for r in results) and not report.plots_available():
+            _console(stderr=True).print(report.PLOTS_SKIPPED)
         console.print(f"report written to {written['markdown']}, ledger to {written['ledger']}")
     failed = [r.name for r in results if not r.passed]
     if failed:

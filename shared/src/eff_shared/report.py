@@ -22,6 +22,7 @@ __all__ = [
     "json_default",
     "ledger_markdown",
     "plot_series",
+    "plots_available",
     "print_results",
     "result_table",
     "summary_line",
@@ -219,8 +220,8 @@ def plot_series(
 ) -> Path | None:
     """Write one line plot as PNG: ``series`` maps labels to y values, with optional ``"x"``.
 
-    ``logy=None`` picks a log y-axis when every value is positive and they span over three
-    decades (convergence curves). Returns ``None`` (and writes nothing) without matplotlib.
+    ``logy=None`` picks a log y-axis when every value is positive and they span over two
+    decades (convergence curves), the same rule for every package. Returns ``None`` (and writes nothing) without matplotlib.
     """
     if importlib.util.find_spec("matplotlib") is None:
         return None
@@ -233,7 +234,7 @@ def plot_series(
     curves = {k: v for k, v in series.items() if k != "x"}
     if logy is None:
         values = [float(y) for ys in curves.values() for y in ys if y is not None]
-        logy = bool(values) and min(values) > 0 and max(values) / min(values) > 1e3
+        logy = bool(values) and min(values) > 0 and max(values) / min(values) > 1e2
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for label, ys in curves.items():
         ax.plot(x if x is not None else range(len(ys)), ys, label=label)
@@ -242,6 +243,7 @@ def plot_series(
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
     ax.legend()
     fig.tight_layout()
     path = Path(path)
@@ -251,13 +253,32 @@ def plot_series(
     return path
 
 
+def plots_available() -> bool:
+    """Whether PNG plots can be written (matplotlib, the ``plot`` extra, is installed)."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'eff-shared[plot]')"
+
+
 def write_plots(results: Sequence[Result], out_dir: str | Path) -> dict[str, Path]:
-    """One PNG per series of every result; nothing (and no error) without matplotlib."""
+    """One PNG per series of every result, titled and labelled from ``Result.plot_labels``
+    (the plot's name in words when absent); nothing (and no error) without matplotlib."""
     written: dict[str, Path] = {}
     for r in results:
         for plot_name, series in r.series.items():
             key = f"{r.name}.{plot_name}"
-            path = plot_series(Path(out_dir) / f"{key}.png", series, title=f"{r.name}: {plot_name}")
+            labels = r.plot_labels.get(plot_name, {})
+            title = labels.get("title") or plot_name.replace("_", " ")
+            scale = labels.get("yscale")
+            path = plot_series(
+                Path(out_dir) / f"{key}.png",
+                series,
+                title=f"{r.name}: {title}",
+                xlabel=labels.get("xlabel", ""),
+                ylabel=labels.get("ylabel", ""),
+                logy=None if scale is None else scale == "log",
+            )
             if path is not None:
                 written[key] = path
     return written

@@ -272,7 +272,10 @@ class Result:
     """What a reproduction returns.
 
     ``table`` holds the method-vs-baseline rows (one dict per method, same keys in every row);
-    ``series`` holds curves to plot: ``{plot_name: {"x": [...], label: [...], ...}}``.
+    ``series`` holds curves to plot: ``{plot_name: {"x": [...], label: [...], ...}}``, and
+    ``plot_labels`` their words: ``{plot_name: {"title": ..., "xlabel": ..., "ylabel": ...,
+    "yscale": "log" | "linear"}}`` (axis labels with units; the scale is chosen from the data
+    when absent).
     ``paper_title`` and ``headline`` (the paper's headline result and its setting) head the
     method's section of the ledger.
     """
@@ -289,6 +292,7 @@ class Result:
     error: str | None = None
     paper_title: str = ""
     headline: str = ""
+    plot_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
@@ -345,6 +349,7 @@ class Result:
             "metrics": self.metrics,
             "table": self.table,
             "series": self.series,
+            "plot_labels": self.plot_labels,
             "notes": self.notes,
             "elapsed_s": self.elapsed_s,
             "error": self.error,
