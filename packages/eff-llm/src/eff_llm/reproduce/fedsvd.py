@@ -3,12 +3,16 @@
 Task (spec): logits = H·relu((W0 + BA)x) with W0 ∈ R^{32×64} and H ∈ R^{10×32} frozen, labels from
 W0 + ΔW* (rank 4); 4800 samples, 6 clients (Dirichlet 0.5), 3 per round, 40 rounds; 10 local DP-SGD
 steps of expected batch 64, lr 0.5, C = 1; σ from Opacus RDP at (ε, δ = 1e-5) with sample rate
-64/(mean client size) × 3/6 and 10·40 steps — the same σ for every method. Claims: the spec's
-mechanics items and the non-inferiority items (FedSVD ≥ FFA-LoRA − 0.01, ≥ base + 0.03). The
-paper's "FedSVD > FedAvg-LoRA under DP" is printed, not claimed (it did not reproduce in the
-prototype). Full mode also reports, without claims, the prototype's second setting (r = 16, ε = 1),
-the same seed without DP noise (σ = 0: how far a fixed row space of A gets on this task draw at
-all) and the learning comparison at the next four seeds.
+64/(mean client size) × 3/6 and 10·40 steps — the same σ for every method.
+
+Checks (master seed): the spec's mechanics items (A Aᵀ = I, B'A' = BA, row space of A fixed,
+economical = full SVD, Opacus cross-check, ε re-accounted, only B uploaded). Paper claims, judged
+on the median over seeds (``claims.md``: 5 in full mode; quick mode runs one seed, the master,
+and judges only the non-inferiority and the headline there): FedSVD ≥ FFA-LoRA − 0.01, FedSVD ≥
+base + 0.03 (full mode only: one seed cannot resolve it, seed 0 is an unlucky task draw), and the
+paper's headline FedSVD ≥ FedAvg-LoRA (xfail: the row space of A never leaves that of A_0). Full
+mode also reports, without claims, the prototype's second setting (r = 16, ε = 1) and the master
+seed without DP noise (σ = 0: how far a fixed row space of A gets on this task draw at all).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from eff_llm.fedsvd import (
     svd_refactor,
 )
 from eff_shared.federated import InProcessRunner, dirichlet_partition
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["FedSVDRunConfig", "run"]
 
@@ -169,12 +173,34 @@ def _fmt(accs: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.3f}" for k, v in accs.items())
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) -> Result:
+PAPER_TITLE = "FedSVD: Adaptive Orthogonalization for Private Federated Learning with LoRA"
+PAPER_HEADLINE = (
+    "FedSVD beats FedAvg-LoRA and FFA-LoRA in accuracy under DP-SGD and without DP "
+    "(RoBERTa-large on GLUE: SST-2, QNLI, QQP, MNLI; 6 clients, ε = 6 and tighter)"
+)
+_PAPER = "FedSVD above FedAvg-LoRA / FFA-LoRA under DP-SGD, RoBERTa-large on GLUE (spec: numbers not verified)"
+
+
+def _one_seed(cfg: FedSVDRunConfig, seed: int) -> tuple[dict[str, float], float]:
+    """Test accuracy of base and the three methods at ``seed`` (task draw, partition, LoRA init,
+    client sampling and DP noise all from it), and the σ they share."""
+    task, client_data, _, _, sigma = _setup(cfg, seed)
+    accs, _ = _federate(task, cfg, seed, sigma, client_data)
+    return accs, sigma
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) -> Result:
     cfg = cfg or FedSVDRunConfig()
     task, client_data, sample_rate, steps, sigma = _setup(cfg, seed)
     eps_spent = account_epsilon(sigma, sample_rate, steps, cfg.delta)
 
-    result = Result(name="llm.fedsvd", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result = Result(
+        name="llm.fedsvd",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=PAPER_HEADLINE,
+    )
     recorder = None
 
     def wrap(agg, init_state):
@@ -200,6 +226,17 @@ def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) 
     torch.manual_seed(seed)
     xb, yb = task.x_train[:64], task.y_train[:64]
     opacus_err = _opacus_crosscheck(lora_model(task, cfg.rank, seed), xb, yb, cfg.max_grad_norm)
+
+    # The learning comparisons over seeds (the master seed's run is reused).
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    per_seed: dict[int, dict[str, float]] = {seed: accs}
+    sigmas: dict[int, float] = {seed: sigma}
+    for s in seeds:
+        if s not in per_seed:
+            per_seed[s], sigmas[s] = _one_seed(cfg, s)
+
+    def diffs(a: str, b: str) -> list[float]:
+        return [per_seed[s][a] - per_seed[s][b] for s in seeds]
 
     b_bytes = 32 * cfg.rank * 4
     result.table = [
@@ -247,13 +284,37 @@ def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) 
             0,
             "<=",
         ),
-        Claim(
-            "accuracy FedSVD - FFA-LoRA (same sigma, seed)",
-            accs["FedSVD"] - accs["FFA-LoRA"],
+        paper_claim(
+            "accuracy FedSVD - FedAvg-LoRA under the same DP noise (r = 4, eps = 6)",
+            diffs("FedSVD", "FedAvg-LoRA"),
+            0.0,
+            ">=",
+            seeds=seeds,
+            expected="xfail",
+            reason=(
+                "FedSVD - FedAvg-LoRA -0.20 ... -0.41 over seeds 0-4 (median -0.32): B A_old keeps "
+                "A in A_0's row space, so FedSVD cannot learn new input directions"
+            ),
+            paper=_PAPER,
+            headline=True,
+        ),
+        paper_claim(
+            "accuracy FedSVD - FFA-LoRA under the same DP noise (non-inferiority)",
+            diffs("FedSVD", "FFA-LoRA"),
             -0.01,
             ">=",
+            seeds=seeds,
+            paper=_PAPER,
         ),
-        Claim("accuracy FedSVD - base", accs["FedSVD"] - accs[_BASE], 0.03, ">="),
+        paper_claim(
+            "accuracy FedSVD - base (no adaptation)",
+            diffs("FedSVD", _BASE),
+            0.03,
+            ">=",
+            seeds=seeds,
+            paper=_PAPER,
+            modes=("full",),
+        ),
     ]
     result.metrics.update(
         {
@@ -262,13 +323,23 @@ def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) 
             "sample_rate": sample_rate,
             "steps": steps,
             **{f"accuracy[{k}]": v for k, v in accs.items()},
+            "per_seed": {
+                s: {"sigma": sigmas[s], **{f"accuracy[{k}]": v for k, v in per_seed[s].items()}}
+                for s in seeds
+            },
         }
     )
-    result.notes.append(f"rank {cfg.rank}, epsilon {cfg.epsilon}, seed {seed}: {_fmt(accs)}")
+    for s in seeds:
+        a_s = per_seed[s]
+        result.notes.append(
+            f"seed {s} (sigma {sigmas[s]:.4f}): {_fmt(a_s)}; FedSVD - base "
+            f"{a_s['FedSVD'] - a_s[_BASE]:+.3f}, FedSVD - FFA-LoRA "
+            f"{a_s['FedSVD'] - a_s['FFA-LoRA']:+.3f}, FedSVD - FedAvg-LoRA "
+            f"{a_s['FedSVD'] - a_s['FedAvg-LoRA']:+.3f}"
+        )
     result.notes.append(
-        f"FedSVD vs FedAvg-LoRA (the paper's headline, not claimed): {accs['FedSVD']:.3f} vs {accs['FedAvg-LoRA']:.3f}. "
-        "The row space of A never leaves that of A_0 (measured angle above), so FedSVD can only match FFA-LoRA "
-        "when the target's input directions lie outside it; the spec's prototype saw the same."
+        "The row space of A never leaves that of A_0 (measured angle above), so FedSVD can only match "
+        "FFA-LoRA when the target's input directions lie outside it; the spec's prototype saw the same."
     )
     if mode == "full":  # diagnostics, reported (no claims)
         # The spec prototype's second setting.
@@ -285,17 +356,6 @@ def run(mode: str = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) 
         no_dp, _ = _federate(task, cfg, seed, 0.0, client_data)
         result.metrics["no_dp"] = {f"accuracy[{k}]": v for k, v in no_dp.items()}
         result.notes.append(f"same seed, sigma = 0 (no DP noise): {_fmt(no_dp)}")
-        # The learning claims at the next seeds (new task draw, partition and LoRA init).
-        other = {}
-        for s in range(seed + 1, seed + 5):
-            t_s, data_s, _, _, sigma_s = _setup(cfg, s)
-            a_s, _ = _federate(t_s, cfg, s, sigma_s, data_s)
-            other[s] = {f"accuracy[{k}]": v for k, v in a_s.items()}
-            result.notes.append(
-                f"seed {s} (sigma {sigma_s:.4f}): {_fmt(a_s)}; FedSVD - base "
-                f"{a_s['FedSVD'] - a_s[_BASE]:+.3f}, FedSVD - FFA-LoRA {a_s['FedSVD'] - a_s['FFA-LoRA']:+.3f}"
-            )
-        result.metrics["other_seeds"] = other
     result.notes.append(
         f"rank {cfg.rank}, epsilon {cfg.epsilon}, delta {cfg.delta}, sigma {sigma:.4f}, "
         f"{cfg.rounds} rounds x {cfg.clients_per_round}/{cfg.clients} clients, {cfg.local_steps} local steps"
