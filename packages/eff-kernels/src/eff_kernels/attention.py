@@ -13,8 +13,10 @@ The algorithm, with s = D^-1/2 and base-2 softmax (log2 e folded into the Q scal
 
 - **K smoothing** K ← K − mean_tokens(K): each score row shifts by a constant, softmax is unchanged
   (SageAttention eq. for ``smooth_k``); ``return_lse`` adds s·q·mean(K) back.
-- **SageAttention2 INT8 Q·Kᵀ**: Q·s·log2e INT8 per block of 128 tokens (or per warp / per thread),
-  K per block of 64 tokens, scale max|x|/127, round half away from zero;
+- **SageAttention2 INT8 Q·Kᵀ**: Q·s·log2e and K INT8 per thread (the default, SageAttention2's
+  CUDA granularity: inside a 128-row Q block the rows i ≡ t (mod 8) share a scale, inside a 64-row
+  K block the rows 2t, 2t+1 (mod 8)), or per block (Q 128 tokens, K 64 tokens, the Triton path's
+  granularity) or per warp; scale max|x|/127, round half away from zero;
   S = (Q_i8 K_i8ᵀ)_int32 · δ_Q · δ_K.
 - **P·V**: FP16 P̃ and V; or FP8 E4M3 with the static scale P̃·448 and V per channel
   (max|V|/448); or INT8 (SageBwd: P̃ per token, V per 64-token block).
@@ -687,7 +689,7 @@ def _run_forward(
         smooth_k=opt.smooth_k,
         smooth_q=opt.smooth_q,
         q_smooth_block=opt.q_smooth_block,
-        q_block=SAGEBWD_BLOCK if sagebwd else None,
+        q_block=SAGEBWD_BLOCK if sagebwd and opt.granularity == "per_block" else None,
         fmt=opt.fmt,
     )
     if opt.backend == "triton":
@@ -793,7 +795,7 @@ def sage_attention(
     *,
     qk_dtype: str | None = None,
     pv_dtype: str = "fp16",
-    qk_granularity: str = "per_block",
+    qk_granularity: str | None = None,
     smooth_k: bool = True,
     smooth_q: bool | None = None,
     backend: str = "auto",
@@ -809,6 +811,10 @@ def sage_attention(
     ``"fp8"`` (P̃·448 and per-channel V in E4M3, sm89/sm90 CUDA path), ``"int8"`` (SageBwd's
     forward) or ``"fp4"`` (SageAttention3: Q, K, P, V in NVFP4, or MXFP4 with ``fp4_format``).
     ``qk_dtype`` defaults to ``"int8"``, or ``"fp4"`` with ``pv_dtype="fp4"``.
+    ``qk_granularity`` of the INT8 Q·Kᵀ scales: ``"per_thread"`` (the default, SageAttention2's
+    CUDA granularity), ``"per_warp"`` or ``"per_block"`` (the upstream Triton path's); None means
+    per thread, except for ``backward="sagebwd"`` training, whose forward quantizes Q per block of
+    64 tokens unless a granularity is given.
     ``smooth_q`` (Q smoothing with the ΔS correction) defaults to True for fp4 only.
 
     ``backend``: ``"reference"`` (PyTorch emulation), ``"triton"`` (Triton kernels, interpreted on
@@ -826,7 +832,8 @@ def sage_attention(
     check_choice("layout", layout, LAYOUTS)
     check_choice("pv_dtype", pv_dtype, PV_DTYPES)
     check_choice("backward", backward, BACKWARDS)
-    check_choice("qk_granularity", qk_granularity, ("per_block", "per_warp", "per_thread"))
+    if qk_granularity is not None:
+        check_choice("qk_granularity", qk_granularity, ("per_block", "per_warp", "per_thread"))
     check_choice("fp4_format", fp4_format, FP4_FORMATS)
     qk = qk_dtype if qk_dtype is not None else ("fp4" if pv_dtype == "fp4" else "int8")
     check_choice("qk_dtype", qk, QK_DTYPES)
@@ -865,8 +872,8 @@ def sage_attention(
         raise NotImplementedError("gradients with respect to attn_mask are not supported")
     if needs_grad and backward == "sagebwd" and pv_dtype == "fp4":
         raise ValueError("backward='sagebwd' is INT8 training attention; it has no fp4 variant")
-    if needs_grad and backward == "sagebwd" and qk_granularity != "per_block":
-        raise ValueError("backward='sagebwd' quantizes per block; use qk_granularity='per_block'")
+    sagebwd = needs_grad and backward == "sagebwd"
+    granularity = qk_granularity or ("per_block" if sagebwd else "per_thread")
 
     if n == 0 or m == 0:
         out = q.new_zeros(b, hq, n, d)
@@ -884,7 +891,7 @@ def sage_attention(
         is_causal=bool(is_causal),
         qk=qk,
         pv=pv_dtype,
-        granularity=qk_granularity,
+        granularity=granularity,
         smooth_k=bool(smooth_k),
         smooth_q=sq,
         q_smooth_block=128 if per_block_mean else None,
@@ -969,7 +976,7 @@ def sage_reference(
     smooth_q: bool = False,
     fp4_format: str = "nvfp4",
     two_level: bool = True,
-    qk_granularity: str = "per_block",
+    qk_granularity: str = "per_thread",
     block_n: int | None = None,
     v_exact: bool = False,
 ) -> torch.Tensor:

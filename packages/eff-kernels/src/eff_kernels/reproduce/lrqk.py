@@ -11,6 +11,12 @@ attention mass of the attended set (selection ∪ window) under the full softmax
 of the output vs full attention, transferred K/V rows per step / k. Baselines: oracle top-k, a
 Loki-like PCA of the prefill keys (rank r), a Gaussian random projection (rank r), and the recent
 window with the same budget.
+
+Checks (hold by construction or by the ALS's mathematics): exactness when top-k covers every
+token, the ALS objective never increasing, and the ALS QK term after 3 iterations within 1.05× of
+the rank-r SVD optimum at seeds 0–2 (``specs/claims.md``; the 2-iteration ratio is printed).
+Paper claims (LRQK vs the oracle, PCA-of-K, the window; hit/miss transfers) over 2 (quick) or 5
+(full) seeds, median.
 """
 
 from __future__ import annotations
@@ -22,9 +28,8 @@ from typing import Any
 import torch
 
 from eff_kernels.lrqk import LRQKConfig, LRQKState, als_objective, lrqk_prefill
-from eff_kernels.reproduce import not_reproduced
 from eff_shared.errors import check_choice
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["LRQKReproConfig", "als_check", "make_stream", "run", "simulate"]
 
@@ -159,7 +164,8 @@ def simulate(cfg: LRQKReproConfig, seed: int, *, exact_check: bool = False) -> d
 
 
 def als_check(cfg: LRQKReproConfig, seed: int) -> dict[str, Any]:
-    """ALS QK term after 2 iterations vs the rank-r SVD optimum, and the objective over iterations."""
+    """ALS QK term after 2 and 3 iterations vs the rank-r SVD optimum, and the objective over
+    iterations."""
     q, k, _ = make_stream(replace(cfg, prefill=cfg.als_len, decode=0), seed)
     q, k = q.double(), k.double()
     sv = torch.linalg.svdvals(q @ k.transpose(-1, -2))
@@ -174,75 +180,121 @@ def als_check(cfg: LRQKReproConfig, seed: int) -> dict[str, Any]:
         tol=0.0,
         history=hist,
     )
-    objs = [als_objective(q, k, f) for f in hist]
-    two = objs[1]["qk_term"]
+    objs = [als_objective(q, k, f) for f in hist]  # objs[i]: after i + 1 iterations
     increases = [objs[i + 1]["objective"] - objs[i]["objective"] for i in range(len(objs) - 1)]
     return {
         "svd_optimum": optimum,
-        "qk_term_iter2": two,
-        "ratio": two / optimum,
+        "qk_term_iter2": objs[1]["qk_term"],
+        "qk_term_iter3": objs[2]["qk_term"],
+        "ratio_iter2": objs[1]["qk_term"] / optimum,
+        "ratio": objs[2]["qk_term"] / optimum,
         "objective": [o["objective"] for o in objs],
         "max_relative_increase": max(increases) / objs[0]["objective"],
     }
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: LRQKReproConfig | None = None) -> Result:
-    """Quick: config "small" at ``seed``; full: seeds seed..seed+2 (claims on the means) plus config A as information."""
+PAPER_TITLE = "Efficient Low Rank Attention for Long-Context Inference in Large Language Models"
+HEADLINE = (
+    "LRQK (rank-r Q/K factors, proxy top-k, hit/miss GPU-CPU KV cache) matches or beats Loki, "
+    "InfiniGen, Quest and ShadowKV on RULER-128K (Llama-3-8B-1M, top-2048, r 32; e.g. MQ 99.25, "
+    "QA-1 75.00) and is comparable to full attention on LongBench; hit/miss gives 2.2-3.5x decode "
+    "tok/s over fetching all k tokens (Llama-3.1-8B-1M)"
+)
+_PAPER = (
+    "RULER-128K, Llama-3-8B-1M, top-2048, r 32: matches or beats Loki (PCA of keys), InfiniGen, "
+    "Quest, ShadowKV on most subtasks"
+)
+
+
+def _one_seed(cfg: LRQKReproConfig, seed: int) -> dict[str, float]:
+    """The per-seed numbers of the paper claims (one simulation of config "small")."""
+    sim = simulate(cfg, seed)
+    rec = sim["lrqk"]["recall"]
+    return {
+        "recall": rec,
+        "mass_ratio": sim["lrqk"]["mass"] / sim["oracle"]["mass"],
+        "relerr": sim["lrqk"]["relerr"],
+        "relerr_margin": sim["lrqk"]["relerr"] - (2 * sim["oracle"]["relerr"] + 0.02),
+        "vs_pca": rec / sim["pca_k"]["recall"],
+        "vs_window": rec / sim["window"]["recall"],
+        "transferred_per_k": sim["transferred_per_k"],
+        "sim": sim,
+    }
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: LRQKReproConfig | None = None) -> Result:
+    """Config "small": paper claims over 2 (quick) or 5 (full) seeds; ALS checks at seeds
+    seed..seed+2 in both modes; exactness at ``seed``; full mode adds config A as information."""
     check_choice("mode", mode, ("quick", "full"))
     torch.set_num_threads(1)
     cfg = cfg or LRQKReproConfig()
-    seeds = [seed] if mode == "quick" else [seed, seed + 1, seed + 2]
-    sims = [simulate(cfg, s) for s in seeds]
+    seeds = claim_seeds(mode, seed, quick=2, full=5)
+    per = [_one_seed(cfg, s) for s in seeds]
+    sims = [p["sim"] for p in per]
+
+    def vals(key: str) -> list[float]:
+        return [p[key] for p in per]
 
     def mean(path: tuple[str, ...]) -> float:
-        vals = []
+        out = []
         for sim in sims:
             x: Any = sim
             for p in path:
                 x = x[p]
-            vals.append(x)
-        return sum(vals) / len(vals)
+            out.append(x)
+        return sum(out) / len(out)
 
-    rec, mass, rel = (mean(("lrqk", m)) for m in ("recall", "mass", "relerr"))
-    o_mass, o_rel = mean(("oracle", "mass")), mean(("oracle", "relerr"))
-    exact = [simulate(cfg, s, exact_check=True)["max_abs_diff_full"] for s in seeds]
-    als = [als_check(cfg, s) for s in seeds]
+    exact = simulate(cfg, seed, exact_check=True)["max_abs_diff_full"]
+    als_seeds = [seed, seed + 1, seed + 2]
+    als = [als_check(cfg, s) for s in als_seeds]
     tag = f"L={cfg.prefill}, T={cfg.decode}, r={cfg.rank}, k={cfg.top_k}, w={cfg.window}"
+    kw: dict[str, Any] = {"seeds": seeds, "paper": _PAPER}
     claims = [
-        Claim(f"LRQK recall@k of the oracle top-k ({tag})", rec, 0.70, ">="),
-        Claim("LRQK attention mass / oracle top-k mass", mass / o_mass, 0.9, ">=", "x"),
-        Claim(
-            "LRQK output rel. L2 error (threshold: 2 × oracle top-k error + 0.02)",
-            rel,
-            2 * o_rel + 0.02,
+        paper_claim(f"LRQK recall@k of the oracle top-k ({tag})", vals("recall"), 0.70, ">=", **kw),
+        paper_claim(
+            "LRQK attention mass / oracle top-k mass", vals("mass_ratio"), 0.9, ">=", unit="x", **kw
+        ),
+        paper_claim(
+            "LRQK output rel. L2 error − (2 × oracle top-k error + 0.02)",
+            vals("relerr_margin"),
+            0.0,
             "<=",
+            headline=True,
+            **kw,
         ),
-        Claim(
-            "LRQK recall / PCA-of-K (Loki-like) recall",
-            rec / mean(("pca_k", "recall")),
-            3.0,
-            ">=",
-            "x",
+        paper_claim(
+            "LRQK recall / PCA-of-K (Loki-like) recall", vals("vs_pca"), 3.0, ">=", unit="x", **kw
         ),
-        Claim(
-            "LRQK recall / recent-window recall", rec / mean(("window", "recall")), 5.0, ">=", "x"
+        paper_claim(
+            "LRQK recall / recent-window recall", vals("vs_window"), 5.0, ">=", unit="x", **kw
         ),
-        Claim(
-            "hit/miss: transferred K/V rows per step / k", mean(("transferred_per_k",)), 0.6, "<="
+        paper_claim(
+            "hit/miss: transferred K/V rows per step / k (1.0 without the cache)",
+            vals("transferred_per_k"),
+            0.6,
+            "<=",
+            headline=True,
+            seeds=seeds,
+            paper="hit/miss: 2.2-3.5x decode tok/s over fetching all k tokens "
+            "(Llama-3.1-8B-1M, RULER QA-2, 4K-64K)",
         ),
-        Claim("top-k ≥ L + T: max |LRQK output − full attention| (fp32)", max(exact), 1e-5, "<="),
+        Claim("top-k ≥ L + T: max |LRQK output − full attention| (fp32)", exact, 1e-5, "<="),
         Claim(
-            f"ALS after 2 iterations: QK term / rank-{cfg.rank} SVD optimum (L={cfg.als_len})",
-            max(a["ratio"] for a in als),
+            f"ALS after 3 iterations: QK term / rank-{cfg.rank} SVD optimum (L={cfg.als_len}), every seed",
+            math.nan,
             1.05,
             "<=",
             "x",
+            values=[a["ratio"] for a in als],
+            seeds=als_seeds,
         ),
         Claim(
-            "ALS objective over iterations 1..6: max relative increase",
-            max(a["max_relative_increase"] for a in als),
+            f"ALS objective over iterations 1..{cfg.als_iters}: max relative increase",
+            math.nan,
             1e-9,
             "<=",
+            values=[a["max_relative_increase"] for a in als],
+            seeds=als_seeds,
         ),
     ]
     table = [
@@ -269,7 +321,14 @@ def run(mode: str = "quick", seed: int = 0, cfg: LRQKReproConfig | None = None) 
             }
             for n in ("lrqk", "oracle", "pca_k", "rand_proj", "window")
         ]
-    notes += not_reproduced(claims)
+    notes.append(
+        "ALS QK term / SVD optimum after 2 iterations (information): "
+        + ", ".join(
+            f"seed {s} {a['ratio_iter2']:.3f}x" for s, a in zip(als_seeds, als, strict=True)
+        )
+        + "; after 3: "
+        + ", ".join(f"{a['ratio']:.4f}x" for a in als)
+    )
     notes.append(
         f"without hit/miss every step would move k rows (1.0 per k); measured {mean(('transferred_per_k',)):.3f} per k"
     )
@@ -281,4 +340,6 @@ def run(mode: str = "quick", seed: int = 0, cfg: LRQKReproConfig | None = None) 
         metrics=metrics,
         table=table,
         notes=notes,
-    )  # type: ignore[arg-type]
+        paper_title=PAPER_TITLE,
+        headline=HEADLINE,
+    )

@@ -3,8 +3,13 @@
 Synthetic attention layers (spec recipe): ``gauss`` (N(0,1)), ``peaky`` (q, k × 2.5, score std ≈ 6)
 and ``outlier`` (K plus a channel bias 6·N(0,1) shared by all tokens and +40 on 4 channels,
 Q ~ 1.5·Student-t(3), V plus a 3·N(0,1) bias); fp16 inputs; reference = softmax attention in
-float64. Claims are the spec's "(a)" thresholds, taken at the worst seed (quick: one seed, full:
-three). GPU speed is not measured here (``tools/bench/kernels_gpu.py``).
+float64. INT8 Q·Kᵀ is quantized per thread (the library default, ``specs/claims.md``).
+
+Checks (kernel accuracy, must hold at every seed): the spec's thresholds for INT8/FP8/NVFP4
+accuracy, K smoothing (INT8 at seeds 0–2, per-block ratio printed), Triton = reference, causal,
+GQA, and SageBwd on ``outlier`` K, V with Gaussian Q (seeds 0–4 in full mode). Paper claims over
+seeds (median): NVFP4 vs MXFP4, two-level P, and SageBwd with the spec's Student-t(3) Q (xfail).
+GPU speed is not measured here (``tools/bench/kernels_gpu.py``).
 """
 
 from __future__ import annotations
@@ -25,16 +30,15 @@ from eff_kernels.attention import (
     p_quant_attention,
     sage_attention,
 )
-from eff_kernels.reproduce import not_reproduced
 from eff_shared.errors import check_choice
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = [
     "FORMATS",
     "SageConfig",
     "accuracy_table",
+    "k_smoothing_rows",
     "make_qkv",
-    "outlier_diagnostics",
     "run",
     "sagebwd_errors",
     "triton_check",
@@ -141,10 +145,13 @@ def accuracy_table(
     return rows
 
 
-def two_level_rows(cfg: SageConfig, seeds: list[int]) -> list[dict[str, Any]]:
-    """Only P quantized to NVFP4 (Q, K, V exact), two-level (P̃ ∈ [0, 2688]) vs one-level (P ∈ [0, 1])."""
+def two_level_rows(
+    cfg: SageConfig, seeds: list[int], stds: tuple[float, ...] | None = None
+) -> list[dict[str, Any]]:
+    """Only P quantized to NVFP4 (Q, K, V exact), two-level (P̃ ∈ [0, 2688]) vs one-level (P ∈ [0, 1]),
+    at each score std of ``stds`` (default ``cfg.twolevel_stds``)."""
     rows = []
-    for std in cfg.twolevel_stds:
+    for std in cfg.twolevel_stds if stds is None else stds:
         for seed in seeds:
             g = torch.Generator().manual_seed(10_000 + seed)
             shape = (cfg.batch, cfg.heads, cfg.twolevel_seq, cfg.head_dim)
@@ -166,9 +173,15 @@ def two_level_rows(cfg: SageConfig, seeds: list[int]) -> list[dict[str, Any]]:
 
 
 def sagebwd_errors(
-    cfg: SageConfig, dist: str, seed: int, smooth_k: bool = True, backend: str = "reference"
+    cfg: SageConfig,
+    dist: str,
+    seed: int,
+    smooth_k: bool = True,
+    backend: str = "reference",
+    qk_granularity: str | None = None,
 ) -> dict[str, dict[str, float]]:
-    """SageBwd forward and gradients vs float64 autograd (random dO)."""
+    """SageBwd forward and gradients vs float64 autograd (random dO); ``qk_granularity`` None is
+    SageBwd's default (Q and K per 64-token block)."""
     q, k, v = make_qkv(dist, cfg, seed, heads=cfg.bwd_heads, seq=cfg.bwd_seq)
     g = torch.Generator().manual_seed(20_000 + seed)
     do = torch.randn(q.shape, generator=g).half()
@@ -182,25 +195,28 @@ def sagebwd_errors(
     ref = grads(attention_fp64, torch.float64)
     out = grads(
         lambda a, b, c: sage_attention(
-            a, b, c, backward="sagebwd", smooth_k=smooth_k, backend=backend
+            a,
+            b,
+            c,
+            backward="sagebwd",
+            smooth_k=smooth_k,
+            backend=backend,
+            qk_granularity=qk_granularity,
         ),
         torch.float16,
     )
     return {name: attention_error(out[name], ref[name]) for name in ref}
 
 
-def outlier_diagnostics(cfg: SageConfig, seeds: list[int]) -> dict[str, Any]:
-    """Information only (no claims): why the ``outlier`` K-smoothing ratio and SageBwd vary.
-
-    Per seed, the INT8 K-smoothing ratio at per-block and per-thread Q granularity with max|Q|;
-    SageBwd on ``outlier`` with Gaussian Q (K and V draws unchanged), with and without K smoothing.
-    """
-    ks = []
+def k_smoothing_rows(cfg: SageConfig, seeds: list[int]) -> list[dict[str, Any]]:
+    """INT8 Q·Kᵀ + FP16 P·V on ``outlier``, per seed: rel-L1 without / with K smoothing at per-thread
+    Q/K granularity (the default) and per block (the Triton path's), and max|Q|."""
+    rows = []
     for s in seeds:
         q, k, v = make_qkv("outlier", cfg, s)
         ref = attention_fp64(q, k, v)
         row: dict[str, Any] = {"seed": s, "max_abs_q": float(q.abs().max())}
-        for gran in ("per_block", "per_thread"):
+        for gran in ("per_thread", "per_block"):
             err = [
                 attention_error(
                     sage_attention(q, k, v, pv_dtype="fp16", qk_granularity=gran, smooth_k=sm), ref
@@ -208,16 +224,8 @@ def outlier_diagnostics(cfg: SageConfig, seeds: list[int]) -> dict[str, Any]:
                 for sm in (False, True)
             ]
             row[f"ratio {gran}"] = err[0] / err[1]
-        ks.append(row)
-    gcfg = replace(cfg, outlier_heavy_q=False)
-    smooth = [sagebwd_errors(gcfg, "outlier", s) for s in seeds]
-    plain = [sagebwd_errors(gcfg, "outlier", s, smooth_k=False) for s in seeds]
-    gq = {
-        "min_cos": min(min(e[n]["cos"] for n in ("O", "dQ", "dV")) for e in smooth),
-        "max_rel_l1": max(max(x["rel_l1"] for x in e.values()) for e in smooth),
-        "dq_cos_nosmooth": max(e["dQ"]["cos"] for e in plain),
-    }
-    return {"k_smoothing": ks, "sagebwd_gaussian_q": gq}
+        rows.append(row)
+    return rows
 
 
 def triton_check(cfg: SageConfig, seed: int) -> list[dict[str, Any]]:
@@ -244,127 +252,188 @@ def triton_check(cfg: SageConfig, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _worst(rows: list[dict[str, Any]], key: str, worst: str, **match: Any) -> float:
-    vals = [r[key] for r in rows if all(r[k] == v for k, v in match.items())]
-    return min(vals) if worst == "min" else max(vals)
+def _pick(rows: list[dict[str, Any]], key: str, seeds: list[int], **match: Any) -> list[float]:
+    """``key`` of the row matching ``match`` at each seed, in the order of ``seeds``."""
+    out = []
+    for s in seeds:
+        hit = [r for r in rows if r["seed"] == s and all(r[k] == v for k, v in match.items())]
+        out.append(hit[0][key])
+    return out
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: SageConfig | None = None) -> Result:
-    """Run the reproduction; ``full`` uses seeds seed..seed+2, ``quick`` only ``seed``."""
+_BWD_METRICS = (
+    ("min cos of O, dQ, dV vs fp64 autograd", 0.999, ">="),
+    ("dK cos", 0.99, ">="),
+    ("max rel-L1 of O, dQ, dK, dV", 0.1, "<="),
+)
+
+
+def _bwd_values(errs: list[dict[str, dict[str, float]]]) -> list[list[float]]:
+    """Per-seed values of the three SageBwd metrics of ``_BWD_METRICS``."""
+    return [
+        [min(e[n]["cos"] for n in ("O", "dQ", "dV")) for e in errs],
+        [e["dK"]["cos"] for e in errs],
+        [max(x["rel_l1"] for x in e.values()) for e in errs],
+    ]
+
+
+def _bwd_rows(label: str, seeds: list[int], errs: list[dict[str, dict[str, float]]]) -> list[dict]:
+    return [
+        {
+            "variant": label,
+            "seed": s,
+            **{f"{n} {m}": v[m] for n, v in e.items() for m in ("cos", "rel_l1")},
+        }
+        for s, e in zip(seeds, errs, strict=True)
+    ]
+
+
+PAPER_TITLE = (
+    "SageAttention3: Microscaling FP4 Attention for Inference and An Exploration of 8-Bit Training"
+)
+HEADLINE = (
+    "FP4 attention (NVFP4 microscaling, two-level P scaling) runs at 1038 TOPS on RTX5090, 5x over "
+    "FlashAttention2, plug-and-play on video/image/text models; 8-bit attention training (SageBwd) is "
+    "lossless in fine-tuning. Speed is not measured here (CPU); the accuracy mechanisms are"
+)
+# (granularity, metric) -> reason; the others reproduced in the first full run (seeds 0-4)
+_SAGEBWD_XFAIL = {
+    ("per_block", "min"): "per-block INT8 Q under heavy-tailed Q perturbs the recomputed P; dQ cos "
+    "≈ 0.994 (Gaussian Q with the same outlier K, V meets every threshold)",
+    ("per_block", "max"): "per-block INT8 Q under heavy-tailed Q: dQ/dK rel-L1 median 0.111 "
+    "[0.096, 0.122] over seeds 0-4 (Gaussian Q: 0.02)",
+    ("per_thread", "min"): "INT8 Q of heavy-tailed Q perturbs the recomputed P at per-thread "
+    "granularity too: min cos median 0.9961 [0.9961, 0.9965] over seeds 0-4",
+}
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: SageConfig | None = None) -> Result:
+    """Run the reproduction.
+
+    Kernel-accuracy checks at ``seed`` (quick) or seeds seed..seed+2 (full); the INT8 K-smoothing
+    check at seeds seed..seed+2 in both modes; SageBwd on ``outlier`` K, V with Gaussian Q (the
+    recipe the threshold applies to, ``specs/claims.md``) over 2 (quick) or 5 (full) seeds; paper
+    claims (NVFP4 vs MXFP4, two-level P, SageBwd with the spec's Student-t(3) Q) over 2 / 5 seeds.
+    """
     check_choice("mode", mode, ("quick", "full"))
     torch.set_num_threads(1)
-    cfg = cfg or SageConfig()
+    # quick mode interprets the Triton kernels on one head (half the time)
+    cfg = cfg or (SageConfig() if mode == "full" else SageConfig(triton_heads=1))
     seeds = [seed] if mode == "quick" else [seed, seed + 1, seed + 2]
+    pseeds = claim_seeds(mode, seed, quick=2, full=5)
+    ks_seeds = [seed, seed + 1, seed + 2]
     claims: list[Claim] = []
     acc = accuracy_table(cfg, seeds)
+    extra = [s for s in pseeds if s not in seeds]
+    acc_fp4 = acc + accuracy_table(cfg, extra, ("gauss", "outlier"), ("nvfp4", "mxfp4"))
 
     for fmt, cos_min, l1_max, label in (
-        ("int8-fp16", 0.999, 0.04, "Sage2 INT8 QK + FP16 PV"),
-        ("int8-fp8", 0.998, 0.06, "INT8 QK + FP8 PV"),
+        ("int8-fp16", 0.999, 0.04, "Sage2 INT8 QK (per-thread) + FP16 PV"),
+        ("int8-fp8", 0.998, 0.06, "INT8 QK (per-thread) + FP8 PV"),
     ):
         for dist in DISTS:
             claims.append(
                 Claim(
-                    f"{label} vs fp64, {dist}: cos (worst seed)",
-                    _worst(acc, "cos", "min", dist=dist, format=fmt),
+                    f"{label} vs fp64, {dist}: cos",
+                    math.nan,
                     cos_min,
                     ">=",
+                    values=_pick(acc, "cos", seeds, dist=dist, format=fmt),
+                    seeds=seeds,
                 )
             )
             claims.append(
                 Claim(
-                    f"{label} vs fp64, {dist}: rel-L1 (worst seed)",
-                    _worst(acc, "rel_l1", "max", dist=dist, format=fmt),
+                    f"{label} vs fp64, {dist}: rel-L1",
+                    math.nan,
                     l1_max,
                     "<=",
+                    values=_pick(acc, "rel_l1", seeds, dist=dist, format=fmt),
+                    seeds=seeds,
                 )
             )
 
-    def ratio(num: str, den: str, dist: str) -> float:
-        return min(
-            next(
-                r["rel_l1"]
-                for r in acc
-                if r["dist"] == dist and r["format"] == num and r["seed"] == s
-            )
-            / next(
-                r["rel_l1"]
-                for r in acc
-                if r["dist"] == dist and r["format"] == den and r["seed"] == s
-            )
-            for s in seeds
-        )
-
+    ks = k_smoothing_rows(cfg, ks_seeds)
     claims.append(
         Claim(
-            "K smoothing, outlier, INT8 path: rel-L1(no smooth)/rel-L1(smooth)",
-            ratio("int8-fp16-nosmooth", "int8-fp16", "outlier"),
+            "K smoothing, outlier, INT8 path (per-thread Q/K): rel-L1(no smooth)/rel-L1(smooth), every seed",
+            math.nan,
             2.0,
             ">=",
             "x",
+            values=[r["ratio per_thread"] for r in ks],
+            seeds=ks_seeds,
         )
     )
+
+    def ratios(
+        num: str, den: str, dist: str, rows: list[dict[str, Any]], ss: list[int]
+    ) -> list[float]:
+        a = _pick(rows, "rel_l1", ss, dist=dist, format=num)
+        b = _pick(rows, "rel_l1", ss, dist=dist, format=den)
+        return [x / y for x, y in zip(a, b, strict=True)]
+
     claims.append(
         Claim(
             "K smoothing, outlier, NVFP4 path: rel-L1(no smoothing)/rel-L1(smoothing)",
-            ratio("nvfp4-nosmooth", "nvfp4", "outlier"),
+            math.nan,
             2.0,
             ">=",
             "x",
+            values=ratios("nvfp4-nosmooth", "nvfp4", "outlier", acc, seeds),
+            seeds=seeds,
         )
     )
-    claims.append(
-        Claim(
-            "Sage3 NVFP4 vs fp64, gauss: cos",
-            _worst(acc, "cos", "min", dist="gauss", format="nvfp4"),
-            0.97,
-            ">=",
-        )
-    )
-    claims.append(
-        Claim(
-            "Sage3 NVFP4 vs fp64, gauss: rel-L1",
-            _worst(acc, "rel_l1", "max", dist="gauss", format="nvfp4"),
-            0.25,
-            "<=",
-        )
-    )
-    claims.append(
-        Claim(
-            "Sage3 NVFP4 vs fp64, outlier: cos",
-            _worst(acc, "cos", "min", dist="outlier", format="nvfp4"),
-            0.995,
-            ">=",
-        )
-    )
-    claims.append(
-        Claim(
-            "Sage3 NVFP4 vs fp64, outlier: rel-L1",
-            _worst(acc, "rel_l1", "max", dist="outlier", format="nvfp4"),
-            0.08,
-            "<=",
-        )
-    )
-    for dist in ("gauss", "outlier"):
+    for dist, cos_min, l1_max in (("gauss", 0.97, 0.25), ("outlier", 0.995, 0.08)):
         claims.append(
             Claim(
-                f"NVFP4 rel-L1 / MXFP4 rel-L1, {dist} (worst seed)",
-                1.0 / ratio("mxfp4", "nvfp4", dist),
+                f"Sage3 NVFP4 vs fp64, {dist}: cos",
+                math.nan,
+                cos_min,
+                ">=",
+                values=_pick(acc, "cos", seeds, dist=dist, format="nvfp4"),
+                seeds=seeds,
+            )
+        )
+        claims.append(
+            Claim(
+                f"Sage3 NVFP4 vs fp64, {dist}: rel-L1",
+                math.nan,
+                l1_max,
+                "<=",
+                values=_pick(acc, "rel_l1", seeds, dist=dist, format="nvfp4"),
+                seeds=seeds,
+            )
+        )
+    for dist in ("gauss", "outlier"):
+        claims.append(
+            paper_claim(
+                f"NVFP4 rel-L1 / MXFP4 rel-L1 vs fp64, {dist}",
+                ratios("nvfp4", "mxfp4", dist, acc_fp4, pseeds),
                 0.85,
                 "<=",
-                "x",
+                seeds=pseeds,
+                unit="x",
+                paper="Table 1: NVFP4 (1x16, E4M3 scale) more accurate than MXFP4 (1x32, E8M0) on "
+                "CogVideoX attention layers (the spec's recalled numbers were not re-verified)",
+                headline=True,
             )
         )
 
-    tl = two_level_rows(cfg, seeds)
     top = max(cfg.twolevel_stds)
+    tseeds = claim_seeds(mode, seed, quick=1, full=5)  # ~1.5 s per seed and level
+    tl = two_level_rows(cfg, tseeds, None if mode == "full" else (top,))
     claims.append(
-        Claim(
+        paper_claim(
             f"two-level P in isolation, score std {top:g}, N={cfg.twolevel_seq}: one-level/two-level rel-L1",
-            min(r["ratio"] for r in tl if r["score_std"] == top),
+            _pick(tl, "ratio", tseeds, score_std=top),
             1.5,
             ">=",
-            "x",
+            seeds=tseeds,
+            unit="x",
+            paper="two-level scaling of P (P̃ in [0, 2688]) reduces FP4 attention error vs direct "
+            "per-block P quantization (ablation on CogVideoX layers)",
+            headline=True,
         )
     )
 
@@ -399,57 +468,56 @@ def run(mode: str = "quick", seed: int = 0, cfg: SageConfig | None = None) -> Re
     else:
         notes.append("triton is not installed: the Triton-vs-reference claims were not measured")
 
-    bwd_rows = []
-    for dist in ("gauss", "outlier"):
-        errs = [sagebwd_errors(cfg, dist, s) for s in seeds]
-        for s, e in zip(seeds, errs, strict=True):
-            bwd_rows.append(
-                {
-                    "dist": dist,
-                    "smooth_k": True,
-                    "seed": s,
-                    **{f"{n} {m}": v[m] for n, v in e.items() for m in ("cos", "rel_l1")},
-                }
+    # SageBwd: the threshold (spec item 7) on gauss and on outlier K, V with Gaussian Q
+    bwd_rows: list[dict[str, Any]] = []
+    gcfg = replace(cfg, outlier_heavy_q=False)
+    bseeds = claim_seeds(mode, seed, quick=2, full=5)
+    for dist, dcfg, ss, label in (
+        ("gauss", cfg, seeds, "gauss"),
+        ("outlier", gcfg, bseeds, "outlier K, V with Gaussian Q"),
+    ):
+        errs = [sagebwd_errors(dcfg, dist, s) for s in ss]
+        bwd_rows += _bwd_rows(label, ss, errs)
+        for (what, thr, op), vals in zip(_BWD_METRICS, _bwd_values(errs), strict=True):
+            claims.append(
+                Claim(f"SageBwd, {label}: {what}", math.nan, thr, op, values=vals, seeds=ss)
             )
-        claims.append(
-            Claim(
-                f"SageBwd, {dist}: min cos of O, dQ, dV vs fp64 autograd",
-                min(min(e[n]["cos"] for n in ("O", "dQ", "dV")) for e in errs),
-                0.999,
-                ">=",
-            )
-        )
-        claims.append(
-            Claim(f"SageBwd, {dist}: dK cos", min(e["dK"]["cos"] for e in errs), 0.99, ">=")
-        )
-        claims.append(
-            Claim(
-                f"SageBwd, {dist}: max rel-L1 of O, dQ, dK, dV",
-                max(max(x["rel_l1"] for x in e.values()) for e in errs),
-                0.1,
-                "<=",
-            )
-        )
-    ns = [sagebwd_errors(cfg, "outlier", s, smooth_k=False) for s in seeds]
-    for s, e in zip(seeds, ns, strict=True):
-        bwd_rows.append(
-            {
-                "dist": "outlier",
-                "smooth_k": False,
-                "seed": s,
-                **{f"{n} {m}": v[m] for n, v in e.items() for m in ("cos", "rel_l1")},
-            }
-        )
+    ns = [sagebwd_errors(gcfg, "outlier", s, smooth_k=False) for s in bseeds]
+    bwd_rows += _bwd_rows("outlier K, V with Gaussian Q, no K smoothing", bseeds, ns)
     claims.append(
         Claim(
-            "SageBwd without K smoothing, outlier: dQ cos (best seed) stays below",
-            max(e["dQ"]["cos"] for e in ns),
+            "SageBwd without K smoothing, outlier K, V with Gaussian Q: dQ cos stays below",
+            math.nan,
             0.97,
             "<",
+            values=[e["dQ"]["cos"] for e in ns],
+            seeds=bseeds,
         )
     )
-
-    diagnostics = outlier_diagnostics(cfg, seeds) if mode == "full" else {}
+    # SageBwd with the spec's Student-t(3) Q: the same metrics, paper claims (xfail)
+    for gran, glabel in (
+        ("per_block", "Q, K per 64-token block"),
+        ("per_thread", "per-thread Q/K"),
+    ):
+        errs = [sagebwd_errors(cfg, "outlier", s, qk_granularity=gran) for s in pseeds]
+        bwd_rows += _bwd_rows(f"outlier (Student-t(3) Q), {gran}", pseeds, errs)
+        for (what, thr, op), vals in zip(_BWD_METRICS, _bwd_values(errs), strict=True):
+            # specs/claims.md: min cos xfail; dK cos and rel-L1: the first full run (seeds 0-4)
+            key = (gran, what.split()[0])
+            reason = _SAGEBWD_XFAIL.get(key, "")
+            claims.append(
+                paper_claim(
+                    f"SageBwd, outlier with Student-t(3) Q, {glabel}: {what}",
+                    vals,
+                    thr,
+                    op,
+                    seeds=pseeds,
+                    expected="xfail" if reason else "reproduces",
+                    reason=reason,
+                    paper="SageBwd fine-tuning matches FA2 bf16 fwd+bwd (lossless on GSM8K, DROP, MMLU, "
+                    "HellaSwag; Qwen2.5/Llama); no per-layer gradient accuracy published",
+                )
+            )
 
     causal = accuracy_table(cfg, seeds, formats=("int8-fp16",), is_causal=True)
     gqa = accuracy_table(cfg, seeds, formats=("int8-fp16",), gqa=True)
@@ -501,22 +569,16 @@ def run(mode: str = "quick", seed: int = 0, cfg: SageConfig | None = None) -> Re
         fmt: kv_bytes_per_token(fmt, cfg.head_dim)
         for fmt in ("fp16", "int8-fp16", "int8-fp8", "nvfp4", "mxfp4")
     }
-    notes += not_reproduced(claims)
-    if diagnostics:
-        ks, gq = diagnostics["k_smoothing"], diagnostics["sagebwd_gaussian_q"]
-        notes.append(
-            "K smoothing ratio per seed (INT8, Q per 128-token block as the spec's Triton path): "
-            + ", ".join(f"seed {r['seed']} {r['ratio per_block']:.2f}x (max|Q| {r['max_abs_q']:.0f})" for r in ks)
-            + "; one Student-t(3) draw sets a whole block's Q scale. Per-thread Q granularity (SageAttention2's "
-            + "CUDA default, no claim): "
-            + ", ".join(f"{r['ratio per_thread']:.2f}x" for r in ks)
-        )  # fmt: skip
-        notes.append(
-            "SageBwd on outlier K and V with Gaussian Q (not the spec's recipe, no claim; the prototype's SageBwd "
-            f"table matches it): min cos of O, dQ, dV {gq['min_cos']:.4f}, max rel-L1 {gq['max_rel_l1']:.3f}; "
-            f"without K smoothing dQ cos {gq['dq_cos_nosmooth']:.3f}. With the spec's Student-t(3) Q, P recomputed "
-            "from per-block INT8 Q is what puts dQ/dK rel-L1 near 0.1 at every seed"
-        )  # fmt: skip
+    notes.append(
+        "K smoothing ratio (INT8, outlier) per seed, per-thread Q/K (the default; claim) vs per 128-token "
+        "Q block (the Triton path's granularity; information): "
+        + ", ".join(
+            f"seed {r['seed']} {r['ratio per_thread']:.2f}x vs {r['ratio per_block']:.2f}x "
+            f"(max|Q| {r['max_abs_q']:.0f})"
+            for r in ks
+        )
+        + "; per block, one Student-t(3) draw sets a whole block's Q scale"
+    )
     notes.append(
         "SageBwd is a reconstruction (code unreleased): Q, K, V, dO INT8 per 64-token block, P̃ per token "
         "(forward), P and dS with scales that factor out of each backward matmul, dP = dO·Vᵀ in FP16"
@@ -526,20 +588,23 @@ def run(mode: str = "quick", seed: int = 0, cfg: SageConfig | None = None) -> Re
     )
     return Result(
         name="kernels.sage_attention",
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         seed=seed,
         claims=claims,
         metrics={
             "config": asdict(cfg),
             "seeds": seeds,
+            "paper_seeds": pseeds,
+            "k_smoothing": ks,
             "two_level": tl,
             "sagebwd": bwd_rows,
             "triton": tri,
             "kv_bytes_per_token": kv,
             "causal": causal,
             "gqa": gqa,
-            "diagnostics": diagnostics,
         },
         table=table,
         notes=notes,
+        paper_title=PAPER_TITLE,
+        headline=HEADLINE,
     )
