@@ -228,19 +228,21 @@ def test_persons_are_seeded_and_modalities_differ():
 
 @pytest.mark.slow
 def test_quick_reproduction_claims_hold():
-    """Quick mode asserts the mechanics claims and the same-seed check. Excluded: the three
-    learning thresholds (SVIP vs source-only Rank-1 + 10, vs the unsupervised baseline mAP + 3, and
-    each ablation below SVIP): reconstructed, unverified proposals that this toy does not meet —
-    the source features give near-random target clusters (see the package README)."""
+    """Quick mode is a smoke run: every check holds (mechanics, same seed); the learning claims
+    are paper claims expected to xfail (reconstructed, unverified thresholds: the source features
+    give near-random target clusters, see the package README), judged in full mode."""
     from eff_vision.reproduce import svip
 
     result = svip.run("quick", seed=0)
-    assert result.error is None
-    assert len(result.claims) == 10
-    learning = result.claims[:5]
-    assert all("SVIP" in c.text for c in learning)
-    failed = [(c.text, c.measured) for c in result.claims[5:] if not c.passed]
-    assert not failed, failed
-    assert [r["method"] for r in result.table][:4] == [
-        "source-only", "SHOT-style", "unsupervised (no source guidance)", "SVIP",
+    assert result.error is None and result.passed
+    verdicts = {c.text: c.verdict("quick") for c in result.claims}
+    assert "FAIL" not in verdicts.values(), verdicts
+    paper = [c for c in result.claims if c.kind == "paper"]
+    assert len(paper) == 2 and all(c.expected == "xfail" and c.reason for c in paper)
+    assert all("SVIP" in c.text and c.modes == ("full",) for c in paper)
+    assert all(c.headline for c in paper)  # the ablation claims are made in full mode
+    checks = [c for c in result.claims if c.kind == "check"]
+    assert len(checks) == 5 and all(c.verdict("quick") == "pass" for c in checks)
+    assert [r["method"] for r in result.table][:3] == [
+        "source-only", "unsupervised (no source guidance)", "SVIP",
     ]  # fmt: skip

@@ -22,13 +22,14 @@ measured numbers are reported (no tuning).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from eff_shared.reproduce import Claim, Result
+from eff_shared.errors import check_choice
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_shared.torch import count_parameters
 from eff_vision.data.synthetic_persons import make_vi_reid
@@ -199,27 +200,73 @@ def mechanics(cfg: SVIPReproConfig, seed: int) -> dict[str, float]:
     }  # fmt: skip
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
-    cfg = SVIPReproConfig()
-    result = Result(name="vision.svip", mode=mode, seed=seed)  # type: ignore[arg-type]
-    seeds = [seed] if mode == "quick" else [seed, seed + 1, seed + 2]
-    outs = {s: experiment(cfg, s) for s in seeds}
-    main = outs[seed]["metrics"]
-    for s, out in outs.items():
-        for row in out["rows"]:
+QUICK_METHODS = ("source-only", "unsupervised (no source guidance)", "SVIP")
+FULL: tuple[Mode, ...] = ("full",)
+PAPER = ("abstract: SVIP outperforms source-free and unsupervised VI-ReID methods on SYSU-MM01 and "
+         "RegDB (no number available to us; the thresholds are the spec's proposals)")  # fmt: skip
+REASON_BASE = ("the source features give near-random target clusters (DBSCAN ARI ≈ 0.04–0.08): "
+               "little to bootstrap from at this scale")  # fmt: skip
+
+
+def _one_seed(cfg: SVIPReproConfig, seed: int, names: tuple[str, ...]) -> dict[str, Any]:
+    """Every method at one seed (same source model, target data and test split) and the per-seed
+    differences the paper claims judge."""
+    out = experiment(cfg, seed, names)
+    m = out["metrics"]
+    return {
+        "out": out,
+        "rank1_vs_source": 100 * (m["SVIP"]["rank1"] - m["source-only"]["rank1"]),
+        "map_vs_unsup": 100 * (m["SVIP"]["mAP"] - m["unsupervised (no source guidance)"]["mAP"]),
+        **{f"abl_{a}": 100 * (m["SVIP"]["mAP"] - m[a]["mAP"]) for a in ABLATION_OF if a in m},
+    }
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    """Paper claims over seeds seed..seed+4 (full mode, every method); the mechanics are checks at
+    the master seed. Quick mode is a smoke run (one seed, a smaller data set, 6 source epochs, one
+    adaptation epoch, three methods) that judges the checks; the paper claims are judged in full
+    mode."""
+    check_choice("mode", mode, ["quick", "full"])
+    if mode == "quick":
+        cfg = SVIPReproConfig(
+            src_ids=32, tgt_ids=16, test_ids=12, per_id=4, source_epochs=6, epochs=1
+        )
+        names = QUICK_METHODS
+    else:
+        cfg, names = SVIPReproConfig(), METHODS
+    result = Result(
+        name="vision.svip", mode=mode, seed=seed,
+        paper_title="Learning Source-free Domain Adaptation for Visible-Infrared Person Re-Identification",
+        headline="SVIP (residual transfer + source-guided contrast + structural cross-modal alignment) beats "
+        "source-only and unsupervised VI-ReID on SYSU-MM01 / RegDB, and each module helps (no number "
+        "available to us)",
+    )  # fmt: skip
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    per = {s: _one_seed(cfg, s, names) for s in seeds}
+    for s in seeds:
+        for row in per[s]["out"]["rows"]:
             result.table.append({"seed": s, **row})
-    wins = {abl: sum(outs[s]["metrics"][abl]["mAP"] < outs[s]["metrics"]["SVIP"]["mAP"] for s in seeds)
-            for abl in ABLATION_OF}  # fmt: skip
-    need = 1 if mode == "quick" else 2
+    vals = lambda key: [per[s][key] for s in seeds]  # noqa: E731
     result.claims += [
-        Claim("Rank-1(SVIP) − Rank-1(source-only), visible → infrared [points]",
-              100 * (main["SVIP"]["rank1"] - main["source-only"]["rank1"]), 10, ">="),
-        Claim("mAP(SVIP) − mAP(unsupervised baseline) [points]",
-              100 * (main["SVIP"]["mAP"] - main["unsupervised (no source guidance)"]["mAP"]), 3, ">="),
+        paper_claim("Rank-1(SVIP) − Rank-1(source-only), visible → infrared [points]", vals("rank1_vs_source"),
+                    10, ">=", seeds=seeds, modes=FULL, expected="xfail", paper=PAPER, headline=True,
+                    reason=f"{REASON_BASE}; SVIP ≈ source-only"),
+        paper_claim("mAP(SVIP) − mAP(unsupervised baseline) [points]", vals("map_vs_unsup"), 3, ">=",
+                    seeds=seeds, modes=FULL, expected="xfail", paper=PAPER, headline=True,
+                    reason=f"{REASON_BASE}; +1.5 points at seed 0"),
     ]  # fmt: skip
-    for abl, n in wins.items():
+    for abl in ABLATION_OF if mode == "full" else ():  # the ablations run in full mode
         result.claims.append(
-            Claim(f"seeds (of {len(seeds)}) where mAP({abl}) < mAP(SVIP)", n, need, ">=")
+            paper_claim(
+                f"mAP(SVIP) − mAP({abl}) [points] (ablation below SVIP on most seeds)",
+                vals(f"abl_{abl}"),
+                0.0,
+                ">",
+                seeds=seeds,
+                expected="xfail",
+                paper=PAPER,
+                reason=f"{REASON_BASE}; the ablations land within noise of SVIP",
+            )
         )
     mech = mechanics(cfg, seed)
     result.claims += [
@@ -228,16 +275,24 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         Claim("reliable pairs = mutual NN passing the Jaccard test on a hand-built case (1 = yes)", mech["pairs_ok"], 1, ">="),
         Claim("evaluate_rank vs a hand-computed example (torchreid conventions), max abs error", mech["reid_err"], 1e-12, "<="),
     ]  # fmt: skip
-    same = experiment(SVIPReproConfig(epochs=1), seed, ("SVIP",))["metrics"]["SVIP"]
-    again = experiment(SVIPReproConfig(epochs=1), seed, ("SVIP",))["metrics"]["SVIP"]
+    short = replace(cfg, epochs=1)
+    same = experiment(short, seed, ("SVIP",))["metrics"]["SVIP"]
+    again = experiment(short, seed, ("SVIP",))["metrics"]["SVIP"]
     result.claims.append(Claim("same seed ⇒ same result (1 = yes)", float(same == again), 1, ">="))
-    result.metrics = {f"seed_{s}": out["metrics"] for s, out in outs.items()}
+    result.metrics = {f"seed_{s}": per[s]["out"]["metrics"] for s in seeds}
     result.metrics["mechanics"] = mech
-    result.metrics["source_cpu_s"] = outs[seed]["source_cpu_s"]
+    result.metrics["seeds"] = seeds
+    result.metrics["source_cpu_s"] = per[seed]["out"]["source_cpu_s"]
     result.notes += [
         "SVIP is our reconstruction (no code, equations or numbers were available); the thresholds "
         "are unverified proposals.",
-        f"lr {cfg.lr} (cluster-contrast-reid's default; no source gives SVIP's), {cfg.epochs} epochs, "
-        f"k = {cfg.k}, DBSCAN eps = median distance to the 4th neighbour.",
+        f"lr {cfg.lr} (cluster-contrast-reid's default; no source gives SVIP's), {cfg.epochs} epochs "
+        f"({cfg.source_epochs} source epochs), k = {cfg.k}, DBSCAN eps = median distance to the 4th "
+        f"neighbour; seeds {seeds}"
+        + (
+            ""
+            if mode == "full"
+            else "; quick mode is a smoke run (fewer epochs, no SHOT-style row)."
+        ),
     ]
     return result
