@@ -89,3 +89,20 @@ def test_a_domain_command_loads_its_domain_on_demand():
     )
     assert proc.returncode == 0, proc.stderr
     assert "eff_kernels" in proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["reproduce", "--seed", "-1"], "'--seed'"),
+        (["reproduce", "nope.nothing"], "NAMES"),
+        (["games", "info", "--bogus"], "'--bogus'"),
+        (["theory", "info", "--bogus"], "'--bogus'"),
+    ],
+)
+def test_usage_errors_are_one_line_naming_the_flag_with_exit_2(args, named):
+    """One error style for every CLI, the domains' included: no box, no traceback."""
+    proc = eff(*args, check=False)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], proc.stderr

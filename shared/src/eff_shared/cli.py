@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import click
 import typer
@@ -79,6 +79,24 @@ class _LazyGroup(TyperGroup):
         command = typer.main.get_command(sub)
         command.name = cmd_name
         return command
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Usage errors of every ``eff`` command, the domains' included, are one line on stderr
+        naming the flag (``error: Invalid value for '--seed': ...``) and exit status 2."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.ClickException as exc:
+            message = " ".join(exc.format_message().split())
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            print(f"error: {message}{hint}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            print("aborted", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         self._listing = True
