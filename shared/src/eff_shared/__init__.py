@@ -4,6 +4,10 @@ The torch helpers live in :mod:`eff_shared.torch` and the Flower bridge in
 :mod:`eff_shared.federated.flower`; neither is imported here, so the core stays torch- and flwr-free.
 """
 
+from importlib.metadata import version as _version
+
+__version__ = _version("eff-shared")
+
 from eff_shared.errors import EffError, ReproductionError
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 

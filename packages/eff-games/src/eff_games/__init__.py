@@ -5,6 +5,10 @@ RTCFR+ is from Meng et al., "Efficient Last-Iterate Convergence in Solving Exten
 solvers use OpenSpiel's vocabulary. Exploitability = NashConv/2, OpenSpiel's convention.
 """
 
+from importlib.metadata import version as _version
+
+__version__ = _version("eff-games")
+
 from eff_games.cfr import (
     CFRPlusSolver,
     CFRSolver,

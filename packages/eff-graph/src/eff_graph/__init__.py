@@ -9,6 +9,10 @@ multi-hop QA world), :mod:`eff_graph.metrics`. The names below are imported lazi
 
 from __future__ import annotations
 
+from importlib.metadata import version as _version
+
+__version__ = _version("eff-graph")
+
 import importlib
 from typing import Any
 

@@ -7,6 +7,10 @@
 - :mod:`eff_kernels.quant` — INT8 / FP8 / NVFP4 / MXFP4 primitives.
 """
 
+from importlib.metadata import version as _version
+
+__version__ = _version("eff-kernels")
+
 from eff_kernels.attention import patch_sdpa, register_transformers, sage_attention, sage_attention3
 from eff_kernels.lrqk import LRQKConfig, enable_lrqk
 from eff_kernels.paretoq import PackedLinear, ParetoQConfig, QATLinear, convert_, quantize_

@@ -1,5 +1,9 @@
 """eff-llm: Adapters, decoding, federated fine-tuning and training methods on Hugging Face models (S'MoRE, DEFT, LoRASuite, FedSVD, YOCO, OmniDraft, SVDecode, HeavyWater/SimplexWater, LRC, Nemotron-Flash, GAIN-RL, prompt-tuning memorization)."""
 
+from importlib.metadata import version as _version
+
+__version__ = _version("eff-llm")
+
 import importlib
 from typing import Any
 

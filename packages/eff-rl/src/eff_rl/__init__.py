@@ -5,6 +5,10 @@
 families and ``eff_rl.metrics`` the continual-RL metrics.
 """
 
+from importlib.metadata import version as _version
+
+__version__ = _version("eff-rl")
+
 from eff_rl.cka_rl import CKAPolicy, FuseLinear, KnowledgePool
 from eff_rl.envs import TASK_SEQUENCES, cartpole_task
 from eff_rl.metrics import auc, average_performance, forgetting, forward_transfer, success_curve

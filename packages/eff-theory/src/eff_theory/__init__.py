@@ -1,5 +1,9 @@
 """eff-theory: Numerical-science methods as a numpy/scipy library: heavy-tailed RNNs, label-noise GD, quantized streaming PCA, SpAM selection, LoRA-ML, polynomial-network identifiability; no torch."""
 
+from importlib.metadata import version as _version
+
+__version__ = _version("eff-theory")
+
 from eff_theory.heavy_rnn import (
     HeavyTailedRNN,
     kaplan_yorke_dimension,
