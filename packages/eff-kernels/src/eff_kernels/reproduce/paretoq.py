@@ -6,8 +6,12 @@ cosine, 800 steps, batch 256). ParetoQ QAT starts from that checkpoint (every Li
 200 steps, lr 1e-3, cosine); PTQ is the same quantizer and α initialisation without training (the
 round-to-nearest baseline). Metric: test MSE / Var(y) ("rel_mse"). Also the relative change of the
 latent weights ‖W_qat − W_fp‖/‖W_fp‖ (the paper's "compensation" vs "reconstruction" regimes).
-The budget split (FP then QAT at a fixed total) is information, not a claim: it did not reproduce
-in the prototype.
+
+Check: every Linear becomes a QATLinear at every bit width. Paper claims (median over seeds; quick
+1 seed, full 5): QAT beats round-to-nearest at ≤ 3 bits, quality monotone in bits, 4-bit QAT ≈ FP,
+and the 2-vs-3-bit transition (headline: low-bit QAT moves the weights more). The paper's budget
+split (~90 % FP training, ~10 % QAT at a fixed total) is a full-mode paper claim (it did not
+reproduce in the prototype).
 """
 
 from __future__ import annotations
@@ -22,9 +26,8 @@ import torch
 from torch import nn
 
 from eff_kernels.paretoq import BITS, ParetoQConfig, QATLinear, quantize_
-from eff_kernels.reproduce import not_reproduced
 from eff_shared.errors import check_choice
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["ParetoQReproConfig", "budget_split", "make_task", "run", "sweep"]
 
@@ -148,45 +151,87 @@ def budget_split(
     return rows
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: ParetoQReproConfig | None = None) -> Result:
-    """Quick: one seed; full: seeds seed..seed+2 (claims must hold at every seed) plus the budget split."""
+PAPER_TITLE = "ParetoQ: Scaling Laws in Extremely Low-bit LLM Quantization"
+HEADLINE = (
+    "A learning transition between 2 and 3 bits (at >= 3 bits QAT compensates, weights stay close "
+    "to the pre-trained ones; at <= 2 bits it reconstructs them); ternary, 2- and 3-bit QAT are on "
+    "the size-accuracy Pareto frontier (MobileLLM-ParetoQ-1B avg 53.8 / 58.5 / 61.0 / 61.3 / 62.5 "
+    "at 1 / 1.58 / 2 / 3 / 4 bits vs BF16 62.1; ternary 600M 55.5 vs 1-bit-era 3B 54.5)"
+)
+_PAPER_BITS = "MobileLLM-ParetoQ-1B, 8 zero-shot tasks avg: 53.8 / 58.5 / 61.0 / 61.3 / 62.5 at 1 / 1.58 / 2 / 3 / 4 bits (BF16 62.1)"
+_SPLIT_BITS = (1.58, 2)
+_SPLIT_XFAIL = {  # the first full run, seeds 0-4
+    1.58: "on the teacher-student toy the 90/10 split is worse than QAT from scratch at a fixed 800 "
+    "steps: +0.0124 rel_mse median [0.0099, 0.0129], 0/5 seeds",
+    2: "on the teacher-student toy the 90/10 split is worse than QAT from scratch at a fixed 800 "
+    "steps: +0.0061 rel_mse median [0.0056, 0.0065], 0/5 seeds",
+}
+
+
+def _one_seed(cfg: ParetoQReproConfig, seed: int) -> dict[str, Any]:
+    """The sweep of one seed (FP, then PTQ and QAT at every bit width)."""
+    return sweep(cfg, seed)
+
+
+def _regime(r: dict[str, Any]) -> float:
+    low = sum(r["bits"][b]["weight_change"] for b in (1, 1.58, 2)) / 3
+    high = sum(r["bits"][b]["weight_change"] for b in (3, 4)) / 2
+    return low / high
+
+
+def _split_gain(rows: list[dict[str, Any]], bits: float) -> float:
+    """rel_mse of the 90/10 split minus the best of QAT from scratch (0/100) and 50/50."""
+    by = {r["fp_fraction"]: r["rel_mse"] for r in rows if r["bits"] == bits}
+    return by[0.9] - min(by[0.0], by[0.5])
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: ParetoQReproConfig | None = None) -> Result:
+    """Quick: one seed (~9 s); full: seeds seed..seed+4 and the budget split at each of them."""
     check_choice("mode", mode, ("quick", "full"))
     torch.set_num_threads(1)
     cfg = cfg or ParetoQReproConfig()
-    seeds = [seed] if mode == "quick" else [seed, seed + 1, seed + 2]
-    runs = {s: sweep(cfg, s) for s in seeds}
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    runs = {s: _one_seed(cfg, s) for s in seeds}
     claims: list[Claim] = []
+    kw: dict[str, Any] = {"seeds": seeds}
 
-    def worst(fn, kind: str) -> float:
-        vals = [fn(runs[s]) for s in seeds]
-        return max(vals) if kind == "max" else min(vals)
+    def vals(fn) -> list[float]:
+        return [fn(runs[s]) for s in seeds]
 
+    n_layers = 3  # the student's Linear layers
+    claims.append(
+        Claim(
+            f"every Linear quantized: QATLinear layers at each bit width = {n_layers}",
+            min(r["bits"][b]["quantized_layers"] for r in runs.values() for b in BITS),
+            n_layers,
+            ">=",
+        )
+    )
     for bits in (1, 1.58, 2, 3):
         limit = 0.5 if bits == 1 else 0.9
-        claims.append(Claim(
-            f"{bits}-bit: QAT rel_mse / PTQ (round-to-nearest) rel_mse (worst seed)",
-            worst(lambda r, b=bits: r["bits"][b]["qat_rel_mse"] / r["bits"][b]["ptq_rel_mse"], "max"), limit, "<=", "x",
+        claims.append(paper_claim(
+            f"{bits}-bit: QAT rel_mse / PTQ (round-to-nearest) rel_mse",
+            vals(lambda r, b=bits: r["bits"][b]["qat_rel_mse"] / r["bits"][b]["ptq_rel_mse"]), limit, "<=",
+            unit="x", paper="ternary 600M: ParetoQ 55.5 avg / 11.4 Wiki ppl vs RTN 37.6 / 6.6e5", **kw,
         ))  # fmt: skip
     order = (1, 1.58, 2, 3, 4)
     for lo, hi in itertools.pairwise(order):
         slack = 0.002 if hi == 4 else 0.0
-        claims.append(Claim(
-            f"after QAT, rel_mse({lo}-bit) − rel_mse({hi}-bit) (monotone in bits{', 0.002 slack' if slack else ''}; worst seed)",
-            worst(lambda r, a=lo, b=hi: r["bits"][a]["qat_rel_mse"] - r["bits"][b]["qat_rel_mse"], "min"), -slack, ">=",
+        claims.append(paper_claim(
+            f"after QAT, rel_mse({lo}-bit) − rel_mse({hi}-bit) (monotone in bits{', 0.002 slack' if slack else ''})",
+            vals(lambda r, a=lo, b=hi: r["bits"][a]["qat_rel_mse"] - r["bits"][b]["qat_rel_mse"]), -slack, ">=",
+            paper=_PAPER_BITS, **kw,
         ))  # fmt: skip
-    claims.append(Claim(
-        "4-bit QAT rel_mse / FP rel_mse (worst seed)",
-        worst(lambda r: r["bits"][4]["qat_rel_mse"] / r["fp_rel_mse"], "max"), 1.05, "<=", "x",
+    claims.append(paper_claim(
+        "4-bit QAT rel_mse / FP rel_mse",
+        vals(lambda r: r["bits"][4]["qat_rel_mse"] / r["fp_rel_mse"]), 1.05, "<=",
+        unit="x", paper="4-bit 62.5 vs BF16 62.1 (MobileLLM-ParetoQ-1B, 8 zero-shot tasks avg)", **kw,
     ))  # fmt: skip
-
-    def regime(r: dict[str, Any]) -> float:
-        low = sum(r["bits"][b]["weight_change"] for b in (1, 1.58, 2)) / 3
-        high = sum(r["bits"][b]["weight_change"] for b in (3, 4)) / 2
-        return low / high
-
-    claims.append(Claim(
-        "mean weight change of {1, 1.58, 2}-bit / {3, 4}-bit QAT (reconstruction vs compensation; worst seed)",
-        worst(regime, "min"), 1.3, ">=", "x",
+    claims.append(paper_claim(
+        "mean weight change of {1, 1.58, 2}-bit / {3, 4}-bit QAT (reconstruction vs compensation)",
+        vals(_regime), 1.3, ">=", unit="x", headline=True,
+        paper="transition between 2 and 3 bits: weights change ~40 % at <= 2 bits vs ~10-20 % at >= 3 "
+        "bits (third-party summary, not re-verified)", **kw,
     ))  # fmt: skip
     table = []
     for bits in BITS:
@@ -204,15 +249,23 @@ def run(mode: str = "quick", seed: int = 0, cfg: ParetoQReproConfig | None = Non
         f"FP rel_mse {sum(runs[s]['fp_rel_mse'] for s in seeds) / len(seeds):.4f} (mean over seeds {seeds})"
     ]
     if mode == "full":
-        split = budget_split(cfg, seed, 1.58) + budget_split(cfg, seed, 2)
-        metrics["budget_split"] = split
+        splits = {s: [row for b in _SPLIT_BITS for row in budget_split(cfg, s, b)] for s in seeds}
+        metrics["budget_split"] = {str(s): rows for s, rows in splits.items()}
+        for bits in _SPLIT_BITS:
+            claims.append(paper_claim(
+                f"{bits}-bit, fixed budget of {cfg.fp_steps} steps: rel_mse(90 % FP then 10 % QAT) "
+                "− best of (QAT from scratch, 50/50)",
+                [_split_gain(splits[s], bits) for s in seeds], 0.0, "<=", modes=("full",),
+                expected="xfail", reason=_SPLIT_XFAIL[bits],
+                paper="best budget split ~90 % of tokens in FP pre-training, ~10 % in QAT (MobileLLM)", **kw,
+            ))  # fmt: skip
         notes.append(
-            "budget split (information, the paper's 90/10 optimum is not a claim here): "
+            f"budget split at seed {seed}: "
             + ", ".join(
-                f"{r['bits']}-bit FP {r['fp_fraction']:.0%}: {r['rel_mse']:.4f}" for r in split
+                f"{r['bits']}-bit FP {r['fp_fraction']:.0%}: {r['rel_mse']:.4f}"
+                for r in splits[seed]
             )
         )
-    notes += not_reproduced(claims)
     return Result(
         name="kernels.paretoq",
         mode=mode,
@@ -221,4 +274,6 @@ def run(mode: str = "quick", seed: int = 0, cfg: ParetoQReproConfig | None = Non
         metrics=metrics,
         table=table,
         notes=notes,
-    )  # type: ignore[arg-type]
+        paper_title=PAPER_TITLE,
+        headline=HEADLINE,
+    )
