@@ -3,8 +3,12 @@
 Task (spec): frozen "pretrained" W0 ∈ R^{32×64} (decaying spectrum), frozen ReLU and 10-class head,
 labels from W0 + ΔW* (rank 4); LoRA r = 8; 10 clients, Dirichlet α = 0.5 over labels, 10 local
 epochs, AdamW 5e-3, batch 32; one-shot sample-weighted mean of A and of B ("factor-avg"); the mean
-of the products B_k A_k ("product-avg") and the mean local accuracy are reported. Claims: the spec's
-mechanics and the non-inferiority item YOCO factor-avg ≥ FedAvg-LoRA factor-avg − 0.02.
+of the products B_k A_k ("product-avg") and the mean local accuracy are reported.
+
+Claims: the spec's mechanics are checks (master seed). Paper claims over seeds (median; quick mode
+seeds 0–1, full mode 0–4; YOCO and FedAvg-LoRA on the same task draw, partition and init at each
+seed): the spec's non-inferiority YOCO factor-avg ≥ FedAvg-LoRA factor-avg − 0.02, and the paper's
+headline that YOCO beats the one-shot competitors (YOCO − FedAvg-LoRA ≥ 0).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from eff_llm.yoco import (
     yoco_init_lora,
 )
 from eff_shared.federated import InProcessRunner, dirichlet_partition
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["YOCORunConfig", "run"]
 
@@ -95,13 +99,36 @@ def _one_shot(task, data, cfg: YOCORunConfig, seed: int, yoco: bool):
     return out
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) -> Result:
-    cfg = cfg or YOCORunConfig()
+PAPER_TITLE = "You Only Communicate Once: One-shot Federated Low-Rank Adaptation of MLLM"
+PAPER_HEADLINE = (
+    "YOCO achieves true one-shot federated LoRA for MLLMs: ~0.03 % of multi-round FL's "
+    "communication while surpassing multi-round methods in several multimodal scenarios and "
+    "consistently outperforming every one-shot competitor"
+)
+_PAPER = (
+    "consistently above every one-shot competitor (multimodal FL benchmarks, e.g. Hateful Memes)"
+)
+
+
+def _setup(cfg, seed: int):
     task = make_lowrank_task(seed, n_train=cfg.n_train, n_test=2000, shift=cfg.shift)
     parts = dirichlet_partition(
         task.y_train.numpy(), cfg.clients, cfg.dirichlet_alpha, seed, min_size=cfg.batch_size
     )
-    data = [(task.x_train[p], task.y_train[p]) for p in parts]
+    return task, [(task.x_train[p], task.y_train[p]) for p in parts]
+
+
+def _one_seed(cfg, seed: int) -> dict[str, float]:
+    """Factor-avg test accuracy of base, YOCO and one-shot FedAvg-LoRA at ``seed``."""
+    task, data = _setup(cfg, seed)
+    base = accuracy(lora_model(task, cfg.rank, seed), task.x_test, task.y_test)
+    yoco, fedavg = _one_shot(task, data, cfg, seed, True), _one_shot(task, data, cfg, seed, False)
+    return {"base": base, "yoco": yoco["factor"], "fedavg": fedavg["factor"]}
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) -> Result:
+    cfg = cfg or YOCORunConfig()
+    task, data = _setup(cfg, seed)
     base = accuracy(lora_model(task, cfg.rank, seed), task.x_test, task.y_test)
     yoco, fedavg = _one_shot(task, data, cfg, seed, True), _one_shot(task, data, cfg, seed, False)
 
@@ -136,7 +163,20 @@ def run(mode: str = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) ->
     ]
     determinism_diff = max(float((again[0][k] - again[1][k]).abs().max()) for k in again[0])
 
-    result = Result(name="llm.yoco", mode=mode, seed=seed)  # type: ignore[arg-type]
+    seeds = claim_seeds(mode, seed, quick=2, full=5)
+    per_seed = {seed: {"base": base, "yoco": yoco["factor"], "fedavg": fedavg["factor"]}}
+    for s in seeds:
+        if s not in per_seed:
+            per_seed[s] = _one_seed(cfg, s)
+    gaps = [per_seed[s]["yoco"] - per_seed[s]["fedavg"] for s in seeds]
+
+    result = Result(
+        name="llm.yoco",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=PAPER_HEADLINE,
+    )
     result.table = [
         {
             "method": "base (no adaptation)",
@@ -178,16 +218,32 @@ def run(mode: str = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) ->
             "<=",
         ),
         Claim(
-            "YOCO factor-avg accuracy - one-shot FedAvg-LoRA factor-avg accuracy",
-            yoco["factor"] - fedavg["factor"],
-            -0.02,
-            ">=",
-        ),
-        Claim(
             "a second aggregation round is refused with RuntimeError (1 = refused)",
             _refuses_second_round(yoco["agg"]),
             1,
             ">=",
+        ),
+        paper_claim(
+            "YOCO factor-avg accuracy - one-shot FedAvg-LoRA factor-avg accuracy (non-inferiority)",
+            gaps,
+            -0.02,
+            ">=",
+            seeds=seeds,
+            paper=_PAPER,
+        ),
+        paper_claim(
+            "YOCO factor-avg accuracy - one-shot FedAvg-LoRA factor-avg accuracy (gain)",
+            gaps,
+            0.0,
+            ">=",
+            seeds=seeds,
+            expected="xfail",
+            reason=(
+                "YOCO - FedAvg-LoRA -0.024 ... +0.008 over seeds 0-4 (median -0.016): "
+                "non-inferior, no gain on this linear toy"
+            ),
+            paper=_PAPER,
+            headline=True,
         ),
     ]
     result.metrics.update(
@@ -202,15 +258,11 @@ def run(mode: str = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) ->
         f"{cfg.clients} clients, Dirichlet {cfg.dirichlet_alpha}, {cfg.epochs} local epochs, AdamW {cfg.lr}, "
         f"batch {cfg.batch_size}, r = {cfg.rank}, A regulariser {cfg.a_reg!r}; one shot, sample-weighted factor mean"
     )
-    if (
-        mode == "full"
-    ):  # a second seed, reported (the learning claim is on seed `seed`, as in the spec)
-        alt = run("quick", seed + 1, cfg)
-        result.metrics[f"seed{seed + 1}"] = {
-            k: alt.metrics[k] for k in ("base_accuracy", "yoco", "fedavg_lora")
-        }
+    result.metrics["per_seed"] = per_seed
+    for s in seeds:
+        a = per_seed[s]
         result.notes.append(
-            f"seed {seed + 1}: "
-            + ", ".join(f"{r['method']} factor-avg {r['factor-avg']:.3f}" for r in alt.table)
+            f"seed {s}: base {a['base']:.3f}, FedAvg-LoRA {a['fedavg']:.3f}, YOCO {a['yoco']:.3f} "
+            f"(YOCO - FedAvg-LoRA {a['yoco'] - a['fedavg']:+.3f})"
         )
     return result
