@@ -96,6 +96,10 @@ def check_graph(data: Any, name: str, num_classes: int | None = None, need_y: bo
     x = data.x
     if not isinstance(x, Tensor) or x.dim() != 2 or not x.is_floating_point():
         raise ValueError(f"{name}.x must be a 2-D floating-point tensor (num_nodes, num_features)")
+    if not bool(torch.isfinite(x).all()):
+        # A NaN feature spreads through message passing and training ends at chance, silently.
+        bad = int((~torch.isfinite(x)).any(1).sum())
+        raise ValueError(f"{name}.x holds NaN or inf values (in {bad} nodes); clean or impute them")
     if data.edge_index is None:
         raise ValueError(f"{name}.edge_index is missing")
     check_edge_index(data.edge_index, x.size(0), f"{name}.edge_index")

@@ -586,6 +586,16 @@ class ImGDA:
             raise ValueError(
                 f"source has {source.x.size(1)} features, the model was built for {self.in_channels}"
             )
+        for name, data in (("source", source), ("target", target)):
+            self._check_dtype(name, data)
+
+    def _check_dtype(self, name: str, data: Data) -> None:
+        want = self.classifier.weight.dtype
+        if data.x.dtype != want:
+            raise TypeError(
+                f"{name}.x must have the model's dtype {want}, got {data.x.dtype} "
+                f"(convert with {name}.x = {name}.x.to({want}))"
+            )
 
     def fit(self, source: Data, target: Data, epochs: int | None = None) -> ImGDA:
         """Train for ``epochs`` (default ``config.epochs``) full-batch epochs; returns ``self``."""
@@ -668,6 +678,9 @@ class ImGDA:
             raise ValueError(
                 f"target has {target.x.size(1)} features, the model was built for {self.in_channels}"
             )
+        self._check_dtype("target", target)
+        if not self.history:
+            raise RuntimeError("ImGDA.predict called before fit: train with fit(source, target)")
         self.encoder.eval()
         self.classifier.eval()
         z = self.encoder(target.x, target.edge_index, branch="global")

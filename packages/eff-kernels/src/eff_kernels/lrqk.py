@@ -188,6 +188,10 @@ def lrqk_prefill(
     _check_rank(rank, q.shape[-1])
     if iters < 1:
         raise ValueError(f"iters must be >= 1, got {iters}")
+    for name, t in (("q", q), ("k", k)):
+        # A NaN reaches the ALS solve as a LAPACK error deep inside torch; say it here.
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} must be finite, got NaN or inf values")
     dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     qf, kf = q.to(dtype), k.to(dtype)
     lam_q, lam_k = lambdas

@@ -202,7 +202,8 @@ class ParetoQConfig:
     granularity: str = "per_channel"  # or "per_tensor" (upstream's weight_layerwise)
     learnable_scale: bool = True
     exclude: tuple[str, ...] = ("lm_head", "embed_tokens")
-    check_finite: bool = False
+    # A NaN/inf weight or collapsed scale would otherwise give NaN outputs without a word.
+    check_finite: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bits", _check_bits(self.bits))
@@ -225,7 +226,7 @@ class QATLinear(nn.Linear):
         quantizer: str = "auto",
         granularity: str = "per_channel",
         learnable_scale: bool = True,
-        check_finite: bool = False,
+        check_finite: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -243,7 +244,7 @@ class QATLinear(nn.Linear):
     @classmethod
     def from_linear(
         cls, linear: nn.Linear, bits: float, *, quantizer: str = "auto", granularity: str = "per_channel",
-        learnable_scale: bool = True, check_finite: bool = False,
+        learnable_scale: bool = True, check_finite: bool = True,
     ) -> QATLinear:  # fmt: skip
         """A QATLinear with ``linear``'s weight and bias and α initialised from its weight."""
         if not isinstance(linear, nn.Linear):
@@ -465,6 +466,8 @@ def quantize_(
     ``filter_fn(module, fqn)`` → True to quantize. Existing QATLinear modules are left alone (applying
     twice is a no-op); a model already converted to PackedLinear raises TypeError; no match warns.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(config, ParetoQConfig):
         raise TypeError(f"config must be a ParetoQConfig, got {type(config).__name__}")
     if any(isinstance(m, PackedLinear) for m in model.modules()):
@@ -479,6 +482,11 @@ def quantize_(
             continue
         if not mod.weight.is_floating_point():
             raise TypeError(f"{fqn}: cannot quantize integer weights (dtype {mod.weight.dtype})")
+        if config.check_finite and not bool(torch.isfinite(mod.weight).all()):
+            raise ValueError(
+                f"{fqn}: weight holds NaN or inf; ParetoQ cannot quantize it "
+                "(ParetoQConfig(check_finite=False) to skip this check)"
+            )
         targets.append(fqn)
     if not targets:
         if not any(isinstance(m, QATLinear) for m in model.modules()):
@@ -500,10 +508,30 @@ def quantize_(
 
 def convert_(model: nn.Module, packed: bool = True, backend: str = "auto") -> nn.Module:
     """QAT → inference, in place: every QATLinear becomes a :class:`PackedLinear` (``packed=True``) or
-    a plain ``nn.Linear`` holding the fake-quantized weight. Returns the model."""
-    for fqn, mod in list(model.named_modules()):
-        if not isinstance(mod, QATLinear):
-            continue
+    a plain ``nn.Linear`` holding the fake-quantized weight. Returns the model.
+
+    Raises ``ValueError`` when the model holds no QATLinear (never quantized, or already
+    converted) and when a quantized weight is not finite (naming the module).
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    qat = [(fqn, m) for fqn, m in model.named_modules() if isinstance(m, QATLinear)]
+    if not qat:
+        state = (
+            "already converted (it holds PackedLinear modules)"
+            if any(isinstance(m, PackedLinear) for m in model.modules())
+            else "never quantized: call quantize_(model, ParetoQConfig(...)) and train it first"
+        )
+        raise ValueError(f"convert_: the model holds no QATLinear; it was {state}")
+    for fqn, mod in qat:
+        with torch.no_grad():
+            finite = torch.isfinite(mod.weight).all() & torch.isfinite(mod.quantized_weight()).all()
+            if not bool(finite):
+                raise ValueError(
+                    f"convert_: {fqn} has a non-finite weight or quantized weight (NaN/inf weight "
+                    "or scale: training diverged)"
+                )
+    for fqn, mod in qat:
         if packed:
             new: nn.Module = PackedLinear(mod, backend=backend)
         else:

@@ -505,6 +505,13 @@ def get_smore_model(
     """Wrap every target ``nn.Linear`` of ``model`` with S'MoRE, freeze the base model, return the
     wrapper. ``seed`` makes the adapter initialisation reproducible (torch's global RNG otherwise).
     Only one adapter per model is supported (``adapter_name`` is kept for peft compatibility)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            f"model must be a torch.nn.Module (e.g. a transformers model built from its config), "
+            f"got {type(model).__name__}"
+        )
+    if not isinstance(config, SMoREConfig):
+        raise TypeError(f"config must be an SMoREConfig, got {type(config).__name__}")
     if adapter_name != "default":
         raise ValueError(
             f"only one adapter is supported; adapter_name must be 'default', got {adapter_name!r}"

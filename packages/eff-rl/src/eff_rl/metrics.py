@@ -45,7 +45,12 @@ def success_curve(
 
 def auc(success: np.ndarray) -> float:
     """Area under the success curve, normalised to [0, 1] (the mean over bins)."""
-    return float(np.mean(success))
+    values = np.asarray(success, dtype=float)
+    if values.size == 0:
+        raise ValueError("success must hold at least one bin, got an empty curve")
+    if not np.isfinite(values).all():
+        raise ValueError("success must be finite, got NaN or inf")
+    return float(np.mean(values))
 
 
 def forward_transfer(auc_method: float, auc_baseline: float) -> float:

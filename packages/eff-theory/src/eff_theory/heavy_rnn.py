@@ -61,6 +61,15 @@ def _check_gain(gain: Any) -> np.ndarray:
     return g
 
 
+def _check_size(size: object) -> None:
+    dims = size if isinstance(size, tuple) else (size,)
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int | np.integer):
+            raise TypeError(f"size must be an int or a tuple of ints, got {size!r}")
+        if d < 0:
+            raise ValueError(f"size must be >= 0 in every dimension, got {size!r}")
+
+
 def sample_levy_stable(
     alpha: float, size: int | tuple[int, ...], *, scale: float = 1.0, rng: RngLike = None
 ) -> np.ndarray:
@@ -76,6 +85,7 @@ def sample_levy_stable(
     scale = check_real("scale", scale)
     if scale <= 0:
         raise ValueError(f"scale must be > 0, got {scale}")
+    _check_size(size)
     if alpha < 0.5:
         warnings.warn(
             f"alpha={alpha} < 0.5: draws overflow float64 easily; |z| is clipped at 1e300",
