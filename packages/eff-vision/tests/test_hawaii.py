@@ -282,17 +282,19 @@ def test_bad_inputs():
 
 @pytest.mark.slow
 def test_quick_reproduction_claims_hold():
-    """Quick mode (8 epochs, 4 toy teachers): every claim it makes, except that "hawaii ≥ the best
-    single-teacher distillation" is guarded with a tolerance of 0.02 (≈ one standard error of a
-    mean-accuracy difference on 4 × 297 test images): its margin is within one test image per task
-    and flips with the CPU's float kernels (0.000 on the machine of the README's numbers, −0.0025
-    on an AVX-512 one, same seed); the reproduction judges it at the spec's threshold (≥ 0).
-    Threshold 2 (route share when distilling from one teacher) is measured in full mode only."""
+    """Quick mode (3 epochs, 4 toy teachers, one seed) is a smoke run: every check holds; the
+    learning claims are judged in full mode (their margins are within a few test images and flip
+    with the CPU's float kernels at quick scale)."""
     from eff_vision.reproduce import hawaii
 
     result = hawaii.run("quick", seed=0)
-    assert result.error is None
-    single = [c for c in result.claims if c.text.startswith("hawaii − best single-teacher")]
-    assert len(single) == 1 and single[0].measured >= -0.02, single
-    failed = [(c.text, c.measured) for c in result.claims if not c.passed and c not in single]
-    assert not failed, failed
+    assert result.error is None and result.passed
+    verdicts = {c.text: c.verdict("quick") for c in result.claims}
+    assert "FAIL" not in verdicts.values(), verdicts
+    checks = [c for c in result.claims if c.kind == "check"]
+    assert len(checks) == 6 and all(c.verdict("quick") == "pass" for c in checks)
+    paper = [c for c in result.claims if c.kind == "paper"]
+    assert len(paper) == 2 and all(c.modes == ("full",) for c in paper)
+    assert sum(c.headline for c in paper) == 1 and all(c.paper for c in paper)
+    # the single-teacher, router and no-token-weights runs are made in full mode
+    assert not any("routes to expert" in c.text or "single-teacher" in c.text for c in paper)

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from eff_shared.errors import check_choice, check_positive
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_vision.data.backbones import BACKBONE_KINDS, digit_probe_tasks, toy_digit_backbones
 from eff_vision.hawaii import (
     HawaiiConfig,
@@ -70,6 +70,7 @@ class HawaiiReproConfig:
     probe_iters: int = 200
     router_runs: bool = True
     no_weights: bool = True
+    singles: bool = True
 
     def __post_init__(self) -> None:
         for name in ("ntr", "pretrain_epochs", "epochs", "batch_size", "r", "probe_iters"):
@@ -237,9 +238,9 @@ def experiment(cfg: HawaiiReproConfig, seed: int) -> dict[str, Any]:
     )
     hcfg = cfg.hawaii_config()
     single, routes = {}, {}
-    for (
-        name
-    ) in teachers:  # single-teacher distillation: one LoRA + the teacher's adapter, plain MSE
+    for name in (
+        teachers if cfg.singles else ()
+    ):  # single-teacher distillation: one LoRA + the teacher's adapter, plain MSE
         d, _, s = _distil(cfg, cfg.hawaii_config(variant="lite"), teachers, x, seed, active=[name])
         single[name] = {"accs": _probe(cfg, d.student, tasks, seed), "cpu_s": s}
         add(f"single teacher: {name}", single[name]["accs"], {"distil CPU s": s})
@@ -338,43 +339,87 @@ def _routed(model: HawaiiModel, mode, x: torch.Tensor) -> torch.Tensor:
         return model(x)
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
-    check_choice("mode", mode, ["quick", "full"])
-    # quick (CI budget): 8 distillation epochs, no router runs (threshold 2 is measured in full mode);
-    # full: the spec's 20 epochs, the tiny-CLIP image tower as a fifth teacher, the router runs
-    if mode == "quick":
-        cfg = HawaiiReproConfig(epochs=8, router_runs=False)
-    else:
-        cfg = HawaiiReproConfig(teachers=(*BACKBONE_KINDS, "clip"))
-    t0 = time.perf_counter()
+PAPER = ("abstract: HAWAII's teacher-specific LoRA experts, routers and fine/coarse distillation beat "
+         "MoVE-KD-style multi-teacher distillation and single-teacher students on VLM benchmarks "
+         "(LLaVA-1.5 setting; no number in our sources)")  # fmt: skip
+
+
+def _one_seed(cfg: HawaiiReproConfig, seed: int) -> dict[str, Any]:
+    """Every variant at one seed (same pre-trained student, teachers and probe tasks) and the
+    per-seed numbers the paper claims judge."""
     out = experiment(cfg, seed)
     by = {r["variant"]: r for r in out["rows"]}
     hw = by["hawaii"]["mean probe accuracy"]
-    lite = by["lite (shared LoRA, linear adapters)"]["mean probe accuracy"]
-    best_name = max(out["single"], key=lambda n: out["single"][n]["accs"]["mean"])
-    best_single = out["single"][best_name]["accs"]["mean"]
     router = out["hawaii_hist"]["router"]
-    ent0, ent1 = router[0][1]["entropy"], router[-1][1]["entropy"]
-    nw = by["hawaii without token weights"]["mean probe accuracy"]
-    result = Result(name="vision.hawaii", mode=mode, seed=seed)  # type: ignore[arg-type]
-    result.table = out["rows"]
-    result.claims += [
-        Claim("hawaii − lite (plain multi-teacher feature regression), mean linear-probe accuracy over 4 tasks",
-              hw - lite, 0.01, ">="),
-        Claim(f"hawaii − best single-teacher distillation ({best_name}), mean probe accuracy",
-              hw - best_single, 0.0, ">="),
-        Claim("teacher-router entropy: end − start of the hawaii distillation (nats)", ent1 - ent0, 0.0, "<"),
-    ]  # fmt: skip
+    vals = {
+        "out": out, "best_name": None,
+        "vs_lite": hw - by["lite (shared LoRA, linear adapters)"]["mean probe accuracy"],
+        "entropy": router[-1][1]["entropy"] - router[0][1]["entropy"],
+    }  # fmt: skip
+    if out["single"]:
+        best_name = max(out["single"], key=lambda n: out["single"][n]["accs"]["mean"])
+        vals["best_name"] = best_name
+        vals["vs_single"] = hw - out["single"][best_name]["accs"]["mean"]
     if out["routes"]:
-        min_share = min(r["share"] for r in out["routes"].values())
-        result.claims.append(
-            Claim("min over teachers t of the share of (token, layer) routes to expert t when distilling "
-                  "from teacher t alone", min_share, 0.60, ">=")
+        vals["share"] = min(r["share"] for r in out["routes"].values())
+    if cfg.no_weights:
+        vals["no_weights"] = by["hawaii without token weights"]["mean probe accuracy"] - hw
+    return vals
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    check_choice("mode", mode, ["quick", "full"])
+    # quick (CI budget): one seed, 4 teachers, 5 pre-training and 3 distillation epochs, probes of
+    # 50 L-BFGS iterations, no single-teacher, router or no-token-weights runs; the learning claims
+    # are judged in full mode only (3 epochs cannot resolve them). Full: the spec's 20 epochs, the tiny-CLIP image tower as a fifth
+    # teacher, the router runs, seeds seed..seed+4.
+    if mode == "quick":
+        cfg = HawaiiReproConfig(
+            pretrain_epochs=5, epochs=3, probe_iters=50, router_runs=False, no_weights=False,
+            singles=False,
         )  # fmt: skip
-    result.claims.append(
-        Claim("hawaii without token-importance weights − hawaii, mean probe accuracy (must not improve)",
-              nw - hw, 0.0, "<=")
+    else:
+        cfg = HawaiiReproConfig(teachers=(*BACKBONE_KINDS, "clip"))
+    t0 = time.perf_counter()
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    per = {s: _one_seed(cfg, s) for s in seeds}
+    out = per[seed]["out"]
+    best_name = per[seed]["best_name"]
+    router = out["hawaii_hist"]["router"]
+    result = Result(
+        name="vision.hawaii", mode=mode, seed=seed,
+        paper_title="HAWAII: Hierarchical Visual Knowledge Transfer for Efficient Vision-Language Models",
+        headline="distilling several visual experts into one vision encoder with teacher-specific LoRA "
+        "experts + routers (fine-grained) and general LoRA experts (coarse-grained) beats plain "
+        "multi-teacher distillation (MoVE-KD) on VLM benchmarks (LLaVA-1.5; no number in our sources)",
     )  # fmt: skip
+    result.table = [{"seed": seed, **r} for r in out["rows"]]
+    vals = lambda key: [per[s][key] for s in seeds]  # noqa: E731
+    judged: tuple[Mode, ...] = ("full",)
+    result.claims += [
+        paper_claim("hawaii − lite (plain multi-teacher feature regression), mean linear-probe accuracy over 4 tasks",
+                    vals("vs_lite"), 0.01, ">=", seeds=seeds, modes=judged, paper=PAPER, headline=True),
+        paper_claim("teacher-router entropy: end − start of the hawaii distillation (nats)", vals("entropy"), 0.0, "<",
+                    seeds=seeds, modes=judged, paper="abstract: the router learns to switch between teachers"),
+    ]  # fmt: skip
+    if cfg.singles:
+        result.claims.append(
+            paper_claim("hawaii − best single-teacher distillation (per seed), mean probe accuracy",
+                        vals("vs_single"), 0.0, ">=", seeds=seeds, modes=judged, paper=PAPER, headline=True)
+        )  # fmt: skip
+    if out["routes"]:
+        result.claims.append(
+            paper_claim("min over teachers t of the share of (token, layer) routes to expert t when distilling "
+                        "from teacher t alone", vals("share"), 0.60, ">=", seeds=seeds, modes=judged,
+                        expected="xfail", paper="abstract: expert e_t is tied to teacher t (no number)",
+                        reason="measured 0.25–0.49 at seed 0 (our reading of unreleased code; dense routing)")
+        )  # fmt: skip
+    if cfg.no_weights:
+        result.claims.append(
+            paper_claim("hawaii without token-importance weights − hawaii, mean probe accuracy (must not improve)",
+                        vals("no_weights"), 0.0, "<=", seeds=seeds, modes=judged,
+                        paper="abstract: token-importance weighting of the fine-grained distillation (no number)")
+        )  # fmt: skip
     result.claims += _mechanics(out, seed, cfg)
     tm = sum(out["teacher_macs"].values())
     shares = [round(v, 3) for v in router[-1][1]["share"]]
@@ -383,7 +428,8 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         "teachers_over_student_macs": tm / out["student_macs"],
         "router_entropy": [(e, s["entropy"]) for e, s in router], "router_share_end": router[-1][1]["share"],
         "route_share_own_expert": {n: r["share"] for n, r in out["routes"].items()},
-        "distil_cpu_s": out["timing"], "epochs": cfg.epochs, "teachers": list(cfg.teachers),
+        "distil_cpu_s": out["timing"], "epochs": cfg.epochs, "teachers": list(cfg.teachers), "seeds": seeds,
+        "per_seed": {s: {k: v for k, v in per[s].items() if k != "out"} for s in seeds},
     }  # fmt: skip
     result.notes += [
         "Our reading of HAWAII (code unreleased), not prototyped in the spec; the thresholds are "
@@ -393,7 +439,9 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         "'teacher'`).",
         f"Distillation: {cfg.epochs} epochs, teachers {', '.join(cfg.teachers)}; dense teacher routing "
         "(top_k = number of teachers): with top-1 routing an expert that is not selected never "
-        "receives a gradient, so a router cannot move tokens to it.",
+        f"receives a gradient, so a router cannot move tokens to it. Seeds {seeds}; the table is seed {seed}.",
+        f"Best single teacher at seed {seed}: {best_name}. Per seed hawaii − lite / − best single: "
+        + "; ".join(f"{s}: {per[s]['vs_lite']:+.3f} / {per[s].get('vs_single', float('nan')):+.3f}" for s in seeds),
         "Router entropy (hawaii, all teachers) by epoch: "
         + ", ".join(f"{e}: {s['entropy']:.3f}" for e, s in router) + f"; final route shares {shares}.",
         f"Inference MACs per image: student {out['student_macs']:.0f} (router mode, LoRA and routers "
@@ -407,7 +455,8 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         )
     else:
         result.notes.append(
-            "Threshold 2 (route share when distilling from one teacher) is measured in full mode."
+            "Quick mode is a smoke run (3 epochs): the learning claims are judged in full mode, where "
+            "the single-teacher, route-share and no-token-weights runs are made."
         )
     result.metrics["wall_s"] = time.perf_counter() - t0
     return result
