@@ -98,6 +98,7 @@ def test_a_domain_command_loads_its_domain_on_demand():
         (["reproduce", "nope.nothing"], "NAMES"),
         (["games", "info", "--bogus"], "'--bogus'"),
         (["theory", "info", "--bogus"], "'--bogus'"),
+        (["rl", "cka-rl", "--pool-size", "-1"], "'--pool-size'"),
     ],
 )
 def test_usage_errors_are_one_line_naming_the_flag_with_exit_2(args, named):

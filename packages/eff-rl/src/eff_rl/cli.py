@@ -28,7 +28,7 @@ def cka_rl_cmd(
     ] = "scratch,finetune,cka-rl",
     seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds.")] = "0",
     pool_size: Annotated[
-        int, typer.Option("--pool-size", help="Knowledge-pool capacity (CKA-RL).")
+        int, typer.Option("--pool-size", min=1, help="Knowledge-pool capacity (CKA-RL).")
     ] = 3,
     merge_scope: Annotated[str, typer.Option("--merge-scope", help="task | tensor")] = "task",
     workers: Annotated[

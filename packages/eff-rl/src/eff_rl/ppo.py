@@ -19,6 +19,7 @@ the uninterrupted run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -366,7 +367,21 @@ def _save_checkpoint(path: Path, st: _State, method: str, seed: int, task: int) 
         "merge_scope": st.pool.merge_scope,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().cpu() for k, v in tensors.items()}, str(path), metadata=meta)
+    cpu = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    meta["sha256"] = _digest(cpu, meta)
+    save_file(cpu, str(path), metadata=meta)
+
+
+def _digest(tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> str:
+    """sha256 over every tensor (name, dtype, shape, bytes) and the metadata: safetensors itself
+    has no checksum, so a flipped byte would otherwise load and train on silently."""
+    h = hashlib.sha256()
+    for key in sorted(tensors):
+        t = tensors[key].contiguous()
+        h.update(f"{key}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    h.update(json.dumps({k: v for k, v in meta.items() if k != "sha256"}, sort_keys=True).encode())
+    return h.hexdigest()
 
 
 def _load_checkpoint(
@@ -374,9 +389,19 @@ def _load_checkpoint(
 ) -> tuple[_State, dict[str, str]]:
     from safetensors import safe_open
 
-    with safe_open(str(path), framework="pt") as f:
-        meta = dict(f.metadata())
-    tensors = load_file(str(path))
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+        tensors = load_file(str(path))
+    except Exception as exc:  # safetensors raises its own error types without the path
+        raise ValueError(f"{path}: not a readable safetensors checkpoint ({exc})") from exc
+    if "sha256" not in meta:
+        raise ValueError(f"{path}: no integrity record (sha256); not an eff-rl checkpoint")
+    if _digest(tensors, meta) != meta["sha256"]:
+        raise ValueError(f"{path}: checkpoint is corrupted (sha256 mismatch)")
 
     def part(prefix: str) -> dict[str, torch.Tensor]:
         return {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
