@@ -99,6 +99,9 @@ def test_a_domain_command_loads_its_domain_on_demand():
         (["games", "info", "--bogus"], "'--bogus'"),
         (["theory", "info", "--bogus"], "'--bogus'"),
         (["rl", "cka-rl", "--pool-size", "-1"], "'--pool-size'"),
+        (["vision", "moric", "decode", "missing.moric", "-o", "x.png"], "'STREAM'"),
+        (["vision", "moric", "encode", "missing.png", "--mask", "m.png", "-o", "x"], "IMAGE"),
+        (["theory", "lora-meta", "--n-finetune", "0"], "--n-finetune"),
     ],
 )
 def test_usage_errors_are_one_line_naming_the_flag_with_exit_2(args, named):
@@ -107,3 +110,8 @@ def test_usage_errors_are_one_line_naming_the_flag_with_exit_2(args, named):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], proc.stderr
+
+
+def test_help_shows_extras_in_brackets():
+    """rich markup must not swallow `[openspiel]` in a help string."""
+    assert "eff-games[openspiel]" in eff("games", "solve", "--help").stdout.replace("\n", "")

@@ -36,7 +36,7 @@ GameOpt = Annotated[
 OpenSpielOpt = Annotated[
     bool,
     typer.Option(
-        "--openspiel", help="Build the game through OpenSpiel (extra eff-games[openspiel])."
+        "--openspiel", help="Build the game through OpenSpiel (extra eff-games\\[openspiel])."
     ),
 ]
 JsonOpt = Annotated[

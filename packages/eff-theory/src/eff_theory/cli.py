@@ -374,6 +374,8 @@ def lora_meta_cmd(
     from eff_theory.reproduce.lora_meta import METHODS, compare_bases
 
     grid = tuple(_parse_numbers("--n-finetune", n_finetune, int))
+    if min(grid) < 1:
+        raise typer.BadParameter(f"sizes must be >= 1, got {min(grid)}", param_hint="--n-finetune")
     seed_list = _parse_numbers("--seeds", seeds, int)
     try:
         with _one_thread():

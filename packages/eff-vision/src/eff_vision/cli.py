@@ -146,17 +146,19 @@ def fingerprint_cmd(
 # --- lasq --------------------------------------------------------------------------------------
 
 
-def _read_rgb(path: Path):
+def _read_rgb(path: Path, param_hint: str = "--input"):
     import cv2
 
+    if not path.is_file():
+        raise typer.BadParameter(f"{path} does not exist", param_hint=param_hint)
     img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
     if img is None:
-        raise typer.BadParameter(f"cannot read an image from {path}", param_hint="--input")
+        raise typer.BadParameter(f"cannot read an image from {path}", param_hint=param_hint)
     if img.ndim == 2:
-        raise typer.BadParameter(f"{path} is grey; give an RGB image", param_hint="--input")
+        raise typer.BadParameter(f"{path} is grey; give an RGB image", param_hint=param_hint)
     if img.shape[2] == 4:
         raise typer.BadParameter(
-            f"{path} has an alpha channel; drop it first", param_hint="--input"
+            f"{path} has an alpha channel; drop it first", param_hint=param_hint
         )
     if img.dtype != "uint8":
         raise typer.BadParameter(f"{path} must be 8-bit, got {img.dtype}", param_hint="--input")
@@ -379,6 +381,8 @@ def _read_labels(path: Path):
     import numpy as np
 
     lab = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if not path.is_file():
+        raise typer.BadParameter(f"{path} does not exist", param_hint="--mask")
     if lab is None:
         raise typer.BadParameter(f"cannot read a mask from {path}", param_hint="--mask")
     if lab.ndim == 3:
@@ -412,7 +416,7 @@ def moric_encode_cmd(
     _pin_threads()
     from eff_vision.moric import MoRIC, RegionCodecConfig
 
-    img = _read_rgb(image)
+    img = _read_rgb(image, "IMAGE")
     labels = _read_labels(mask)
     try:
         cfg = RegionCodecConfig(
@@ -431,7 +435,9 @@ def moric_encode_cmd(
 
 @moric_app.command("decode")
 def moric_decode_cmd(
-    stream: Annotated[Path, typer.Argument(help="A .moric stream.")],
+    stream: Annotated[
+        Path, typer.Argument(help="A .moric stream.", exists=True, dir_okay=False, readable=True)
+    ],
     output: Annotated[Path, typer.Option("-o", "--output", help="Decoded image (PNG).")],
 ) -> None:
     """Decode a MoRIC stream to an 8-bit image (a clear error for a malformed stream)."""
