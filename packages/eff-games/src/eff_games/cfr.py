@@ -27,9 +27,11 @@ p's update in iteration t, and turned back into a behavioural strategy per infos
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -106,12 +108,125 @@ class Solver:
             self.game, [tp.normalize(a) for tp, a in zip(self._tp, avg, strict=True)]
         )
 
+    # Attributes that define the solver rather than its progress: rebuilt from (game, config).
+    _NOT_STATE: ClassVar[frozenset[str]] = frozenset({"game", "config", "_tp", "_one_minus_alpha"})
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a solve has accumulated (iteration, iterates, regrets, averages, reference,
+        the current γ, ...), as copies. ``load_state_dict`` on a solver built with the same game
+        and config resumes the solve bit for bit."""
+        state: dict[str, Any] = {}
+        for key, value in vars(self).items():
+            if key in self._NOT_STATE:
+                continue
+            if isinstance(value, list) and all(isinstance(a, np.ndarray) for a in value):
+                state[key] = [a.copy() for a in value]
+            elif isinstance(value, np.ndarray):
+                state[key] = value.copy()
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                state[key] = value
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> Solver:
+        """Restore a :meth:`state_dict`; raises ``ValueError`` on missing/unknown entries or
+        array shapes that do not match this solver's game."""
+        own = self.state_dict()
+        if set(state) != set(own):
+            raise ValueError(
+                f"state does not match {type(self).__name__}: missing {sorted(set(own) - set(state))}, "
+                f"unknown {sorted(set(state) - set(own))}"
+            )
+        for key, value in state.items():
+            mine = own[key]
+            if isinstance(mine, list):
+                if len(value) != len(mine) or any(
+                    np.shape(v) != m.shape for v, m in zip(value, mine, strict=False)
+                ):
+                    raise ValueError(f"state[{key!r}] has shapes that do not match the game")
+                setattr(
+                    self,
+                    key,
+                    [np.array(v, dtype=m.dtype) for v, m in zip(value, mine, strict=True)],
+                )
+            elif isinstance(mine, np.ndarray):
+                setattr(self, key, np.array(value, dtype=mine.dtype).reshape(mine.shape))
+            else:
+                setattr(self, key, type(mine)(value))
+        return self
+
+    def save(self, path: str | Path) -> Path:
+        """Write the solver (class, config, game name and state) to ``path`` (``.npz``)."""
+        path = Path(path)
+        arrays: dict[str, np.ndarray] = {}
+        scalars: dict[str, Any] = {}
+        for key, value in self.state_dict().items():
+            if isinstance(value, list):
+                arrays |= {f"{key}.{i}": a for i, a in enumerate(value)}
+                scalars[key] = {"list": len(value)}
+            elif isinstance(value, np.ndarray):
+                arrays[key] = value
+            else:
+                scalars[key] = value
+        config = getattr(self, "config", None)
+        meta = {
+            "solver": type(self).__name__,
+            "game": self.game.name,
+            "sizes": [tp.size for tp in self._tp],
+            "config": asdict(config) if config is not None else {},
+            "scalars": scalars,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as f:
+            np.savez(f, __meta__=np.array(json.dumps(meta)), **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, game: EFG) -> Solver:
+        """A solver saved with :meth:`save`, rebuilt on ``game`` (the same game it was saved
+        from: name and sizes are checked) and ready to continue with ``step``."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"solver file {path} does not exist")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["__meta__"]))
+                arrays = {k: data[k] for k in data.files if k != "__meta__"}
+        except Exception as exc:
+            raise ValueError(f"{path}: not a saved eff-games solver ({exc})") from exc
+        classes = {c.__name__: c for c in _all_subclasses(Solver)}
+        solver_cls = classes.get(meta["solver"])
+        if solver_cls is None or not issubclass(solver_cls, cls):
+            raise ValueError(f"{path} holds a {meta['solver']}, not a {cls.__name__}")
+        if not isinstance(game, EFG):
+            raise TypeError(f"game must be an eff_games EFG, got {type(game).__name__}")
+        if game.name != meta["game"] or [tp.size for tp in game.treeplexes] != meta["sizes"]:
+            raise ValueError(
+                f"{path} was saved on game {meta['game']!r} (sequence sizes {meta['sizes']}), "
+                f"not on {game.name!r}"
+            )
+        solver = solver_cls(game, **meta["config"])
+        state: dict[str, Any] = {}
+        for key, value in meta["scalars"].items():
+            if isinstance(value, dict) and "list" in value:
+                state[key] = [arrays[f"{key}.{i}"] for i in range(value["list"])]
+            else:
+                state[key] = value
+        state |= {k: v for k, v in arrays.items() if "." not in k}
+        return solver.load_state_dict(state)
+
     def _iterate(self, t: int) -> None:
         raise NotImplementedError
 
     def _pass(self, p: int, beh_p: np.ndarray, x_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Counterfactual values (v, V) of player p playing ``beh_p`` against x_q."""
         return self._tp[p].cf_values(self.game.gradient(p, x_q), beh_p)
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_all_subclasses(sub)]
+    return out
 
 
 class _AveragingSolver(Solver):

@@ -8,7 +8,9 @@ information-state strings, which are OpenSpiel's for both our pure-Python games 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -100,6 +102,56 @@ class TabularPolicy:
                     )
                 out[name] = list(self.action_probabilities(p, name).items())
         return out
+
+    @classmethod
+    def from_dict(cls, game: EFG, table: dict[str, Any]) -> TabularPolicy:
+        """The inverse of :meth:`to_dict`: ``{infoset: [(action, probability), ...]}`` (the
+        format of OpenSpiel's ``TabularPolicy.to_dict()``), every infoset of ``game`` present."""
+        _check_game(game)
+        if not isinstance(table, dict):
+            raise TypeError(f"table must be a dict, got {type(table).__name__}")
+        probs = []
+        for p, tp in enumerate(game.treeplexes):
+            arr = np.zeros(tp.size)
+            arr[0] = 1.0
+            for i, name in enumerate(tp.infoset_names):
+                if name not in table:
+                    raise ValueError(f"table has no entry for infoset {name!r} of player {p}")
+                lo, hi = int(tp.start[i]), int(tp.start[i] + tp.nact[i])
+                slot = {int(a): lo + j for j, a in enumerate(tp.seq_action[lo:hi])}
+                for a, q in table[name]:
+                    if int(a) not in slot:
+                        raise ValueError(f"infoset {name!r}: action {a} is not legal there")
+                    arr[slot[int(a)]] = float(q)
+            probs.append(arr)
+        names = {n for tp in game.treeplexes for n in tp.infoset_names}
+        extra = sorted(set(table) - names)
+        if extra:
+            raise ValueError(f"table has infosets the game does not: {extra[:3]}")
+        return cls(game, probs, copy=False)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the profile as JSON (``{"game": name, "policy": to_dict()}``)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"game": self.game.name, "policy": self.to_dict()}))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, game: EFG) -> TabularPolicy:
+        """A profile written by :meth:`save`, on ``game`` (its name must match)."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"policy file {path} does not exist")
+        try:
+            data = json.loads(path.read_text())
+            name, table = data["game"], data["policy"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a saved TabularPolicy ({exc})") from exc
+        _check_game(game)
+        if name != game.name:
+            raise ValueError(f"{path} holds a policy of game {name!r}, not {game.name!r}")
+        return cls.from_dict(game, table)
 
     def to_openspiel(self, os_game: Any = None) -> Any:
         """This profile as OpenSpiel's ``open_spiel.python.policy.TabularPolicy``.
