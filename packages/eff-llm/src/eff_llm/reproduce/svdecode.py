@@ -9,6 +9,12 @@ full fine-tune (Adam lr 1e-3, batch 32) for w ∈ {4, 8, 16, 32} steps; μ̄ fro
 start vs warm start + SVDecode, for each seed and warm-start length. θ = the pre-trained base.
 The paper's plain-mean μ̄ is reported alongside as information, and so is the fraction of test
 prompts whose label lies inside φ's α-mask (only those can SVDecode turn right).
+
+Paper claims (``claims.md``; full mode 12 seeds × 4 warm starts, quick mode 2 seeds × 4): the mean
+Δacc ≥ +1.5 points with the ratio-of-sums μ̄ (App. D.3, our default) and, as its own claim, with the
+paper's plain-mean μ̄ (App. D.2); min Δacc ≥ −3 points over the same runs (ratio of sums). Each
+claim's per-seed value is that seed's mean (or min) over its four warm starts; the mean over seeds
+is the mean over all runs.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import torch
 from eff_llm._models import last_token_accuracy, tiny_llama, train_last_token
 from eff_llm.svdecode import calibrate_mu, steering_vector, svdecode_logprobs, warm_start
 from eff_shared.errors import check_choice, check_positive
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Mode, Result, paper_claim
 
 __all__ = ["SVDecodeRunConfig", "experiment", "run"]
 
@@ -152,30 +158,90 @@ def experiment(cfg: SVDecodeRunConfig, seed_offset: int = 0) -> dict:
     return {"rows": rows, "base_accuracy": base_acc, "elapsed_s": time.perf_counter() - t0}
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: SVDecodeRunConfig | None = None) -> Result:
-    cfg = cfg or (SVDecodeRunConfig() if mode == "full" else SVDecodeRunConfig(seeds=(1, 2)))
+PAPER_TITLE = "Distribution-Aligned Decoding for Efficient LLM Task Adaptation"
+PAPER_HEADLINE = (
+    "SVDecode on top of a PEFT warm start raises multiple-choice accuracy by up to 5 points "
+    "(TruthfulQA MC, Qwen2.5-1.5B + LoRA 46.99 → 49.77; LLaMA3.1-8B + LoRA 42.89 → 47.80)"
+)
+_PAPER = "TruthfulQA MC +2.78 points (Qwen2.5-1.5B + LoRA 46.99 → 49.77), up to +5 points"
+#: The seeds of each mode (offset by the master seed): claims.md asks for 12 in full mode.
+FULL_SEEDS = tuple(range(1, 13))
+QUICK_SEEDS = (1, 2)
+
+
+def _per_seed(rows: list[dict], seeds: list[int], key: str, reduce=None) -> list[float]:
+    reduce = reduce or (lambda v: sum(v) / len(v))
+    return [float(reduce([r[key] for r in rows if r["seed"] == s])) for s in seeds]
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: SVDecodeRunConfig | None = None) -> Result:
+    cfg = cfg or SVDecodeRunConfig(seeds=FULL_SEEDS if mode == "full" else QUICK_SEEDS)
     torch.set_num_threads(1)
     out = experiment(cfg, seed)
     rows = out["rows"]
+    seeds = [s + seed for s in cfg.seeds]
     deltas = [r["Δ (points)"] for r in rows]
-    result = Result(name="llm.svdecode", mode=mode, seed=seed)  # type: ignore[arg-type]
-    result.table = rows
-    mean_d = sum(deltas) / len(deltas)
-    result.claims += [
-        Claim(
-            f"mean Δ test accuracy, SVDecode ({cfg.mu_reduction} μ̄) − warm start, over "
-            f"{len(cfg.seeds)} seeds × {len(cfg.warm_steps)} warm-start lengths (points)",
-            mean_d,
-            1.5,
-        ),
-        Claim("min Δ test accuracy over all runs (points)", min(deltas), -3.0),
-    ]
     mean_m = [r["Δ mean-μ̄ (points)"] for r in rows]
+    result = Result(
+        name="llm.svdecode",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=PAPER_HEADLINE,
+    )
+    result.table = rows
+    runs = f"{len(cfg.seeds)} seeds × {len(cfg.warm_steps)} warm-start lengths"
+    ratio_mean = _per_seed(rows, seeds, "Δ (points)")
+    plain_mean = _per_seed(rows, seeds, "Δ mean-μ̄ (points)")
+    ratio_min = _per_seed(rows, seeds, "Δ (points)", min)
+    result.claims += [
+        paper_claim(
+            f"mean Δ test accuracy, SVDecode (ratio-of-sums μ̄, App. D.3) − warm start, over {runs}",
+            ratio_mean,
+            1.5,
+            seeds=seeds,
+            statistic="mean",
+            unit="points",
+            expected="xfail",
+            reason=(
+                "+0.70 points over 12 seeds (per seed -0.3 ... +1.6): μ̄ is a small step (-0.24 ... "
+                "+0.02) and the short warm starts are weak (label inside φ's α-mask for 9-73 %)"
+            ),
+            paper=_PAPER,
+            headline=True,
+        ),
+        paper_claim(
+            f"mean Δ test accuracy, SVDecode (plain-mean μ̄, App. D.2) − warm start, over {runs}",
+            plain_mean,
+            1.5,
+            seeds=seeds,
+            statistic="mean",
+            unit="points",
+            expected="xfail",
+            reason=(
+                "+0.92 points over 12 seeds (per seed -0.6 ... +2.9; runs -2.6 ... +7.8): the "
+                "plain-mean μ̄ is heavy-tailed, as the spec warns"
+            ),
+            paper=_PAPER,
+            headline=True,
+        ),
+        paper_claim(
+            f"min Δ test accuracy (ratio-of-sums μ̄) over {runs}; per seed: min over its "
+            "warm starts; judged on the worst seed",
+            [min(ratio_min)],
+            -3.0,
+            unit="points",
+            paper="SVDecode does not hurt the PEFT warm start (no loss in the paper's tables)",
+        ),
+    ]
     result.metrics.update(
         {
-            "mean_delta": mean_d,
+            "mean_delta": sum(deltas) / len(deltas),
             "min_delta": min(deltas),
             "mean_delta_plain_mean_mu": sum(mean_m) / len(mean_m),
+            "per_seed_mean_delta": dict(zip(seeds, ratio_mean, strict=True)),
+            "per_seed_mean_delta_plain_mean_mu": dict(zip(seeds, plain_mean, strict=True)),
+            "per_seed_min_delta": dict(zip(seeds, ratio_min, strict=True)),
             "mu_range": [min(r["μ̄"] for r in rows), max(r["μ̄"] for r in rows)],
             "acc_warm_range": [min(r["acc_warm"] for r in rows), max(r["acc_warm"] for r in rows)],
             "label_in_mask_range": [
@@ -188,16 +254,16 @@ def run(mode: str = "quick", seed: int = 0, cfg: SVDecodeRunConfig | None = None
     )
     result.notes += [
         f"pre-trained base accuracy on (a + b) mod 16 per seed: {out['base_accuracy']}",
-        f"shift {cfg.shift}, warm steps {list(cfg.warm_steps)}, seeds "
-        f"{[s + seed for s in cfg.seeds]}; μ̄ ({cfg.mu_reduction}) in "
-        f"[{result.metrics['mu_range'][0]:.3f}, {result.metrics['mu_range'][1]:.3f}]",
+        f"shift {cfg.shift}, warm steps {list(cfg.warm_steps)}, seeds {seeds}; μ̄ "
+        f"({cfg.mu_reduction}) in [{result.metrics['mu_range'][0]:.3f}, "
+        f"{result.metrics['mu_range'][1]:.3f}]",
         f"warm-start test accuracy in [{result.metrics['acc_warm_range'][0]:.3f}, "
         f"{result.metrics['acc_warm_range'][1]:.3f}]; the label lies inside φ's α-mask (the only "
         "prompts SVDecode can turn right) for a fraction "
         f"[{result.metrics['label_in_mask_range'][0]:.2f}, "
         f"{result.metrics['label_in_mask_range'][1]:.2f}] of the test prompts",
-        "information: the paper's plain-mean μ̄ gives mean Δ "
-        f"{result.metrics['mean_delta_plain_mean_mu']:+.2f} points (range "
+        "the paper's plain-mean μ̄: mean Δ "
+        f"{result.metrics['mean_delta_plain_mean_mu']:+.2f} points (runs "
         f"{min(mean_m):+.1f}…{max(mean_m):+.1f})",
     ]
     return result
