@@ -13,8 +13,9 @@ to 0.9 are printed as information.
 The paper's gain (up to +20.73 %) did **not** reproduce in the spec's prototype (FedAvg 0.940,
 FedPhoenix 0.858 / 0.896): the resets hurt on this small, easy task with a short recovery window.
 The learning claim is therefore a non-inferiority bound (FedPhoenix with r_s = 0.4·R within 0.06 of
-FedAvg); the mechanics items are claims too. Quick mode runs 150 rounds with r_s = 0.4·R only;
-full mode adds r_s = 0.8·R (reported, no claim) and β = 0.3 (information).
+FedAvg, a paper claim over seeds) and the paper's gain is an xfail paper claim; the mechanics items
+are checks. Quick mode runs 100 rounds with r_s = 0.4·R at one seed; full mode runs 150 rounds at
+5 seeds, adds r_s = 0.8·R (reported, no claim) and β = 0.3 (information, master seed).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from eff_shared.errors import check_choice
 from eff_shared.federated import FedAvg, InProcessRunner, dirichlet_partition
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_shared.torch import torch_generator
 from eff_vision.data.digits import digits_splits
@@ -232,29 +234,60 @@ def _same_seed_trace(cfg: FedPhoenixReproConfig, seed: int) -> float:
     return float(t1 == t2 and a["accuracy"] == b["accuracy"] and same_state)
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
-    cfg = FedPhoenixReproConfig()
-    result = Result(name="vision.fedphoenix", mode=mode, seed=seed)  # type: ignore[arg-type]
-    fractions = (0.4,) if mode == "quick" else (0.4, 0.8)
+PAPER = ("up to +20.73 % accuracy over FedAvg and other FL baselines (abstract; VGG/CIFAR-10 and "
+         "ImageNet-scale, Dirichlet non-IID)")  # fmt: skip
+
+
+def _one_seed(
+    cfg: FedPhoenixReproConfig, seed: int, fractions: tuple[float, ...]
+) -> dict[str, Any]:
+    """FedAvg and FedPhoenix (each r_s) at one seed, from the same initial model, partition and
+    client sampling / batch streams."""
     runs: dict[str, dict[str, Any]] = {"FedAvg": federate(cfg, seed, None)}
-    all_traces: dict[float, list] = {}
+    traces: dict[float, list] = {}
     for frac in fractions:
         reset = PhoenixReset(theta=cfg.theta, stop_round=round(frac * cfg.rounds))
-        all_traces[frac] = []
-        runs[f"FedPhoenix r_s={frac}·R"] = federate(cfg, seed, reset, all_traces[frac])
-    for name, r in runs.items():
-        result.table.append({
-            "method": name, "beta": cfg.beta, "final accuracy (last 10)": r["final"],
-            "best accuracy": r["best"], f"rounds to {cfg.target}": r["rounds_to_target"] or "never",
-            "CPU s": r["cpu_s"],
-        })  # fmt: skip
+        traces[frac] = []
+        runs[f"FedPhoenix r_s={frac}·R"] = federate(cfg, seed, reset, traces[frac])
+    gain = runs["FedPhoenix r_s=0.4·R"]["final"] - runs["FedAvg"]["final"]
+    return {"runs": runs, "traces": traces, "gain": gain}
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    """Paper claims over seeds (quick: 1 seed, 100 rounds, r_s = 0.4·R; full: seeds seed..seed+4,
+    150 rounds, r_s ∈ {0.4, 0.8}·R, and β = 0.3 at the master seed as information)."""
+    check_choice("mode", mode, ["quick", "full"])
+    cfg = FedPhoenixReproConfig() if mode == "full" else FedPhoenixReproConfig(rounds=100)
+    result = Result(
+        name="vision.fedphoenix", mode=mode, seed=seed,
+        paper_title="Rising from Ashes: Generalized Federated Learning via Dynamic Parameter Reset",
+        headline="FedPhoenix (random per-client resets of a fraction θ of conv kernels on a stair "
+        "schedule) improves federated accuracy under non-IID data by up to +20.73 % over FedAvg",
+    )  # fmt: skip
+    fractions = (0.4,) if mode == "quick" else (0.4, 0.8)
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    per = {s: _one_seed(cfg, s, fractions) for s in seeds}
+    runs, all_traces = per[seed]["runs"], per[seed]["traces"]
+    for s in seeds:
+        for name, r in per[s]["runs"].items():
+            result.table.append({
+                "seed": s, "method": name, "beta": cfg.beta, "final accuracy (last 10)": r["final"],
+                "best accuracy": r["best"], f"rounds to {cfg.target}": r["rounds_to_target"] or "never",
+                "CPU s": r["cpu_s"],
+            })  # fmt: skip
     fedavg = runs["FedAvg"]["final"]
     phoenix = runs["FedPhoenix r_s=0.4·R"]["final"]
+    gains = [per[s]["gain"] for s in seeds]
     main_reset = PhoenixReset(theta=cfg.theta, stop_round=round(0.4 * cfg.rounds))
     checks = _check_traces(all_traces[0.4], main_reset)
     mech = mechanics(seed)
     result.claims += [
-        Claim("final accuracy FedPhoenix (r_s = 0.4·R) − FedAvg, β = 0.1 (non-inferiority)", phoenix - fedavg, -0.06, ">="),
+        paper_claim("final accuracy FedPhoenix (r_s = 0.4·R) − FedAvg, β = 0.1 (non-inferiority)", gains, -0.06, ">=",
+                    seeds=seeds, paper=PAPER),
+        paper_claim("final accuracy FedPhoenix (r_s = 0.4·R) − FedAvg, β = 0.1 (FedPhoenix beats FedAvg)", gains, 0.0, ">",
+                    seeds=seeds, paper=PAPER, headline=True, expected="xfail",
+                    reason="the resets cost accuracy on this small, easy task with a short recovery window "
+                    "(seed 0: 0.899 vs FedAvg 0.911; the spec's prototype 0.896 vs 0.940)"),
         Claim("active layers whose number of reset kernels ≠ ⌊θ·C_out⌋ (federation traces)", checks["bad_count"], 0, "<="),
         Claim("layer resets at t ≥ (d+1)·r_s/n_conv or activity ≠ schedule (federation traces)", checks["bad_stop"], 0, "<="),
         Claim("stopped layers bit-identical, active ones changed (direct check, 1 = yes)", mech["stopped_ok"], 1, ">="),
@@ -267,14 +300,19 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         name: {k: v for k, v in r.items() if k != "final_state"} for name, r in runs.items()
     }
     result.metrics["mechanics"] = {**mech, **checks}
+    result.metrics["seeds"] = seeds
+    result.metrics["per_seed_final"] = {
+        str(s): {n: r["final"] for n, r in per[s]["runs"].items()} for s in seeds
+    }
     result.series["test_accuracy"] = {
         "x": list(range(1, cfg.rounds + 1)),
         **{name: r["accuracy"] for name, r in runs.items()},
     }
     result.notes += [
-        f"FedAvg {fedavg:.3f} vs FedPhoenix (r_s = 0.4·R) {phoenix:.3f} (mean of the last "
-        f"{cfg.last} rounds): the paper's gain is not claimed — it did not reproduce at this scale "
-        "(the spec's prototype: FedAvg 0.940, FedPhoenix 0.896 / 0.858 for r_s = 0.4 / 0.8·R).",
+        f"Seed {seed}: FedAvg {fedavg:.3f} vs FedPhoenix (r_s = 0.4·R) {phoenix:.3f} (mean of the last "
+        f"{cfg.last} rounds). Per seed FedPhoenix − FedAvg: "
+        + ", ".join(f"{s}: {per[s]['gain']:+.3f}" for s in seeds)
+        + " (the spec's prototype: FedAvg 0.940, FedPhoenix 0.896 / 0.858 for r_s = 0.4 / 0.8·R).",
         f"{cfg.n_clients} clients, Dirichlet β = {cfg.beta}, {cfg.clients_per_round} per round, "
         f"{cfg.rounds} rounds, 1 local epoch SGD {cfg.lr}, batch {cfg.batch_size}; θ = 2/32 "
         "(conv1: 1 of 16 kernels, conv2: 2 of 32 per client copy while active).",
@@ -285,11 +323,11 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         p3 = federate(cfg3, seed, PhoenixReset(theta=cfg.theta, stop_round=round(0.4 * cfg.rounds)))
         for name, r in (("FedAvg", a3), ("FedPhoenix r_s=0.4·R", p3)):
             result.table.append({
-                "method": name, "beta": 0.3, "final accuracy (last 10)": r["final"],
+                "seed": seed, "method": name, "beta": 0.3, "final accuracy (last 10)": r["final"],
                 "best accuracy": r["best"], f"rounds to {cfg.target}": r["rounds_to_target"] or "never",
                 "CPU s": r["cpu_s"],
             })  # fmt: skip
         result.notes.append(
-            f"β = 0.3 (no claim): FedAvg {a3['final']:.3f}, FedPhoenix {p3['final']:.3f}"
+            f"β = 0.3 (no claim, seed {seed}): FedAvg {a3['final']:.3f}, FedPhoenix {p3['final']:.3f}"
         )
     return result
