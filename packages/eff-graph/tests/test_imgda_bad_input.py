@@ -34,3 +34,22 @@ def test_float64_features_raise_a_dtype_error_with_the_fix(small_pair):
     with pytest.raises(TypeError, match=r"target\.x"):
         model.predict(target64)
     assert model.predict(target).shape == (target.num_nodes,)
+
+
+@pytest.mark.parametrize("offsets", [False, True])
+def test_state_dict_round_trip_gives_the_same_predictions(small_pair, tmp_path, offsets):
+    source, target = small_pair
+    kw = {**SMALL, "source_offsets": offsets}
+    model = ImGDA(16, 3, seed=3, **kw).fit(source, target)
+    assert isinstance(model, torch.nn.Module)
+    torch.save(model.state_dict(), tmp_path / "imgda.pt")
+    fresh = ImGDA(16, 3, seed=99, **kw)  # different init: everything must come from the file
+    fresh.load_state_dict(torch.load(tmp_path / "imgda.pt"))
+    assert torch.equal(fresh.predict(target), model.predict(target))
+    model.eval()  # no dropout: compare the deterministic embeddings
+    fresh.eval()
+    with torch.no_grad():
+        z = model.encoder(target.x, target.edge_index, branch="global")
+        z2 = fresh.encoder(target.x, target.edge_index, branch="global")
+    assert torch.equal(z, z2)
+    assert ("offsets.0" in model.state_dict()) is offsets

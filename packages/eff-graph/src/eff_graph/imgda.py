@@ -534,12 +534,14 @@ class ImGDAConfig:
         check_positive("seed", self.seed, strict=False, integer=True)
 
 
-class ImGDA:
+class ImGDA(nn.Module):
     """ImGDA (module docstring): dual-branch encoder + prototype and cross-domain contrast.
 
     ``fit(source, target)`` trains on the labelled source and the unlabelled target (``target.y`` is
     never read); ``predict(target)`` classifies with the global branch. ``history`` holds the loss
-    terms per epoch.
+    terms per epoch. An ``nn.Module``: ``state_dict()`` / ``load_state_dict()`` save and restore a
+    fitted model (encoder, classifier, the per-node source offsets when used, the fitted flag) on
+    a model built with the same ``in_channels``, ``num_classes`` and config.
     """
 
     def __init__(
@@ -549,6 +551,7 @@ class ImGDA:
         config: ImGDAConfig | None = None,
         **overrides: Any,
     ) -> None:
+        super().__init__()
         check_positive("in_channels", in_channels, integer=True)
         check_positive("num_classes", num_classes, integer=True)
         if num_classes < 2:
@@ -575,10 +578,16 @@ class ImGDA:
         self.offsets: nn.ParameterList | None = None
         self.history: list[dict[str, float]] = []
         self.anchors: dict[str, list[Tensor]] = {}
+        self.register_buffer("fitted", torch.zeros((), dtype=torch.bool))
 
-    def parameters(self) -> list[nn.Parameter]:
-        params = [*self.encoder.parameters(), *self.classifier.parameters()]
-        return params + (list(self.offsets) if self.offsets is not None else [])
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        # The source offsets are created by fit (one row per source node): shape them first.
+        n = sum(1 for k in state_dict if k.startswith("offsets."))
+        if n and self.offsets is None:
+            self.offsets = nn.ParameterList(
+                nn.Parameter(torch.empty_like(state_dict[f"offsets.{i}"])) for i in range(n)
+            )
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def _check(self, source: Data, target: Data) -> None:
         check_domain_pair(source, target, self.num_classes)
@@ -651,6 +660,7 @@ class ImGDA:
                 opt.step()
                 terms["loss"] = float(loss.detach())
                 self.history.append(terms)
+        self.fitted.fill_(True)
         return self
 
     def _cross_domain(
@@ -679,7 +689,7 @@ class ImGDA:
                 f"target has {target.x.size(1)} features, the model was built for {self.in_channels}"
             )
         self._check_dtype("target", target)
-        if not self.history:
+        if not bool(self.fitted):
             raise RuntimeError("ImGDA.predict called before fit: train with fit(source, target)")
         self.encoder.eval()
         self.classifier.eval()
