@@ -8,10 +8,10 @@ labelled + 256 unlabelled; weak augmentation ``+ N(0, 0.1²)``, strong ``+ N(0, 
 initialisation and the sampling seed (they coincide during the warm-up). Metrics are measured after
 the last step (no model selection).
 
-Settings of the thresholds: (seed, 100 labels) and (seed + 1, 50 labels). Quick mode runs
-both settings (about 10 CPU-s); full mode adds two more draws (seed + 2 with 100 labels, seed + 3
-with 50 labels) reported without claims. "Semi-supervised beats supervised-only" did **not** reproduce in the
-spec's prototype, so the claim against supervised-only is a non-inferiority bound (KL within 15 %).
+Paper claims per label budget (100 and 50 labels), each over seeds seed..seed+4 in full mode
+(median); quick mode is a smoke run (100 labels, one seed, 750 steps) judging the checks.
+"Semi-supervised beats supervised-only" did **not** reproduce in the spec's prototype: it is an
+xfail paper claim beside the non-inferiority bound (KL within 15 %).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from eff_shared.reproduce import Claim, Result
+from eff_shared.errors import check_choice
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_vision.data.ldl import make_synthetic_ldl
 from eff_vision.metrics.ldl import LOWER_IS_BETTER, ldl_report
@@ -146,48 +147,82 @@ def mechanics(seed: int) -> list[Claim]:
     ]  # fmt: skip
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
-    settings = [(seed, 100, True), (seed + 1, 50, True)]
-    if mode == "full":  # two more draws, reported without claims
-        settings += [(seed + 2, 100, False), (seed + 3, 50, False)]
-    result = Result(name="vision.rankmatch", mode=mode, seed=seed)  # type: ignore[arg-type]
-    for s, n_lab, claimed in settings:
-        out = experiment(RankMatchReproConfig(n_labeled=n_lab), s)
-        m = out["metrics"]
-        tag = f"seed {s}, {n_lab} labels"
-        for row in out["rows"]:
-            result.table.append({"setting": tag, **row})
-        wins = sum(
-            (m["rankmatch"][k] < m["kl_pseudo"][k])
-            if low
-            else (m["rankmatch"][k] > m["kl_pseudo"][k])
-            for k, low in LOWER_IS_BETTER.items()
-        )
-        rel_kl = (m["kl_pseudo"]["kl"] - m["rankmatch"]["kl"]) / m["kl_pseudo"]["kl"]
-        rel_sup = (m["rankmatch"]["kl"] - m["sup"]["kl"]) / m["sup"]["kl"]
-        if not claimed:
-            result.notes.append(
-                f"{tag} (no claim): RankMatch beats KL pseudo-label on {wins}/6 metrics, relative KL "
-                f"gain {rel_kl:.3f}, KL excess over supervised-only {rel_sup:+.3f}"
-            )
-            result.metrics[tag] = {**m, "cpu_s": out["times"]}
-            continue
+PAPER = ("abstract: with few labelled samples RankMatch outperforms supervised LDL and existing "
+         "semi-supervised methods (no number retrieved)")  # fmt: skip
+FULL: tuple[Mode, ...] = ("full",)
+
+
+def _one_seed(cfg: RankMatchReproConfig, seed: int) -> dict[str, Any]:
+    """The three methods on one data draw (same data, initialisation and sampling seed) and the
+    per-seed numbers of the paper claims."""
+    out = experiment(cfg, seed)
+    m = out["metrics"]
+    wins = sum(
+        (m["rankmatch"][k] < m["kl_pseudo"][k]) if low else (m["rankmatch"][k] > m["kl_pseudo"][k])
+        for k, low in LOWER_IS_BETTER.items()
+    )
+    return {
+        "out": out, "wins": float(wins),
+        "rel_kl": (m["kl_pseudo"]["kl"] - m["rankmatch"]["kl"]) / m["kl_pseudo"]["kl"],
+        "rel_sup": (m["rankmatch"]["kl"] - m["sup"]["kl"]) / m["sup"]["kl"],
+    }  # fmt: skip
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    """Paper claims per label budget (100 and 50 labels) over seeds seed..seed+4 in full mode.
+    Quick mode is a smoke run (100 labels, one seed, 750 steps: the warm-up and ramp then end
+    together) that judges the checks; its paper claims are judged in full mode."""
+    check_choice("mode", mode, ["quick", "full"])
+    result = Result(
+        name="vision.rankmatch", mode=mode, seed=seed,
+        paper_title="RankMatch: A Novel Approach to Semi-Supervised Label Distribution Learning "
+        "Leveraging Rank Correlation between Labels",
+        headline="RankMatch (pseudo-labels from averaged weak views + pairwise relevance ranking) "
+        "beats supervised-only and semi-supervised LDL baselines with few labels (no number retrieved)",
+    )  # fmt: skip
+    if mode == "quick":
+        budgets, steps = (100,), 750
+    else:
+        budgets, steps = (100, 50), RankMatchReproConfig().steps
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    for n_lab in budgets:
+        cfg = RankMatchReproConfig(n_labeled=n_lab, steps=steps)
+        per = {s: _one_seed(cfg, s) for s in seeds}
+        for s in seeds:
+            for row in per[s]["out"]["rows"]:
+                result.table.append({"setting": f"seed {s}, {n_lab} labels", **row})
+            result.metrics[f"seed {s}, {n_lab} labels"] = {
+                **per[s]["out"]["metrics"], "cpu_s": per[s]["out"]["times"],
+            }  # fmt: skip
+        vals = lambda key, per=per: [per[s][key] for s in seeds]  # noqa: E731
+        tag = f"{n_lab} labels"
         result.claims += [
-            Claim(f"[{tag}] metrics (of 6) where RankMatch beats KL pseudo-label", wins, 5, ">="),
-            Claim(f"[{tag}] relative KL gain of RankMatch over KL pseudo-label", rel_kl, 0.20, ">="),
-            Claim(f"[{tag}] relative KL excess of RankMatch over supervised-only (non-inferiority)", rel_sup, 0.15, "<="),
+            paper_claim(f"[{tag}] metrics (of 6) where RankMatch beats KL pseudo-label", vals("wins"), 5, ">=",
+                        seeds=seeds, modes=FULL, paper=PAPER),
+            paper_claim(f"[{tag}] relative KL gain of RankMatch over KL pseudo-label", vals("rel_kl"), 0.20, ">=",
+                        seeds=seeds, modes=FULL, paper=PAPER, headline=True),
+            paper_claim(f"[{tag}] relative KL excess of RankMatch over supervised-only (non-inferiority)",
+                        vals("rel_sup"), 0.15, "<=", seeds=seeds, modes=FULL, paper=PAPER),
+            paper_claim(f"[{tag}] relative KL excess of RankMatch over supervised-only (RankMatch beats it)",
+                        vals("rel_sup"), 0.0, "<", seeds=seeds, modes=FULL, paper=PAPER, headline=True,
+                        expected="xfail",
+                        reason="additive-noise views do not preserve the label distribution, so SSL does "
+                        "not pay off (seed 0, 100 labels: +4.0 %; the spec's prototype +7.8 % / +13.5 %)"),
         ]  # fmt: skip
-        result.metrics[tag] = {**m, "cpu_s": out["times"]}
-        gain = m["sup"]["kl"] - m["rankmatch"]["kl"]
         result.notes.append(
-            f"{tag}: supervised-only KL {m['sup']['kl']:.4f}, RankMatch {m['rankmatch']['kl']:.4f} "
-            f"(RankMatch − supervised = {-gain:+.4f}; SSL beating supervised-only is not claimed: it did "
-            "not reproduce in the spec's prototype)"
+            f"{tag}, seeds {seeds}: supervised-only KL "
+            + ", ".join(f"{per[s]['out']['metrics']['sup']['kl']:.4f}" for s in seeds)
+            + "; RankMatch KL "
+            + ", ".join(f"{per[s]['out']['metrics']['rankmatch']['kl']:.4f}" for s in seeds)
+            + "; KL pseudo-label KL "
+            + ", ".join(f"{per[s]['out']['metrics']['kl_pseudo']['kl']:.4f}" for s in seeds)
         )
     result.claims += mechanics(seed)
+    result.metrics["seeds"] = seeds
     result.notes.append(
         "RankMatch is our reconstruction from the abstracts (PRR with margin on labelled data, "
         "margin-free PRR on averaged weak-view pseudo-labels); supervised-only uses the same labelled "
         "loss (KL + PRR_m)."
+        + (" Quick mode: a smoke run (100 labels, 750 steps)." if mode == "quick" else "")
     )
     return result
