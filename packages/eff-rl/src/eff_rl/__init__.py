@@ -12,7 +12,14 @@ __version__ = _version("eff-rl")
 from eff_rl.cka_rl import CKAPolicy, FuseLinear, KnowledgePool
 from eff_rl.envs import TASK_SEQUENCES, cartpole_task
 from eff_rl.metrics import auc, average_performance, forgetting, forward_transfer, success_curve
-from eff_rl.ppo import ContinualPPO, SequenceResult, evaluate_greedy, train_sequence
+from eff_rl.ppo import (
+    ContinualPPO,
+    SequenceResult,
+    evaluate_greedy,
+    load_policy,
+    save_policy,
+    train_sequence,
+)
 
 __all__ = [
     "TASK_SEQUENCES",
@@ -27,6 +34,8 @@ __all__ = [
     "evaluate_greedy",
     "forgetting",
     "forward_transfer",
+    "load_policy",
+    "save_policy",
     "success_curve",
     "train_sequence",
 ]

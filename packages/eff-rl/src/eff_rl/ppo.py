@@ -43,6 +43,8 @@ __all__ = [
     "SequenceResult",
     "TaskRecord",
     "evaluate_greedy",
+    "load_policy",
+    "save_policy",
     "train_sequence",
 ]
 
@@ -247,6 +249,89 @@ class ContinualPPO:
 
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         return predict(self.policy, obs, deterministic)
+
+    _HYPER = (
+        "lr", "alpha_lr", "n_envs", "n_steps", "n_epochs", "n_minibatches", "clip_coef",
+        "ent_coef", "vf_coef", "gamma", "gae_lambda", "max_grad_norm", "anneal_lr",
+        "train_alpha", "seed",
+    )  # fmt: skip
+
+    def save(self, path: str | Path) -> Path:
+        """Save the policy and the PPO hyperparameters (safetensors with a sha256), like SB3's
+        ``model.save``; :meth:`load` rebuilds the agent on an environment factory."""
+        return save_policy(
+            self.policy, path, extra={"ppo": json.dumps({k: getattr(self, k) for k in self._HYPER})}
+        )
+
+    @classmethod
+    def load(cls, path: str | Path, env_fn: EnvFn, **overrides: Any) -> ContinualPPO:
+        """An agent saved with :meth:`save` on ``env_fn``; ``overrides`` replace saved settings."""
+        policy, meta = _load_policy(Path(path))
+        if "ppo" not in meta:
+            raise ValueError(f"{path}: a policy file, not a ContinualPPO (use load_policy)")
+        return cls(env_fn, policy, **{**json.loads(meta["ppo"]), **overrides})
+
+
+def save_policy(
+    policy: CKAPolicy, path: str | Path, *, extra: dict[str, str] | None = None
+) -> Path:
+    """Write a :class:`CKAPolicy` (actor, critic, knowledge pool buffers, α, s) as safetensors
+    with its constructor arguments and a sha256 of the contents (verified by :func:`load_policy`).
+    A policy with a custom encoder module cannot be rebuilt from the file alone: pass the same
+    encoder to :func:`load_policy`."""
+    if not isinstance(policy, CKAPolicy):
+        raise TypeError(f"policy must be a CKAPolicy, got {type(policy).__name__}")
+    path = Path(path)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in policy.state_dict().items()}
+    meta = {
+        "format": "eff-rl policy 1",
+        "obs_dim": str(policy.obs_dim),
+        "n_actions": str(policy.n_actions),
+        "width": str(policy.width),
+        "alpha_init": policy.alpha_init,
+        "alpha_major": repr(policy.alpha_major),
+        "has_base": str(bool(policy.has_base)),
+        **(extra or {}),
+    }
+    meta["sha256"] = _digest(tensors, meta)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(path), metadata=meta)
+    return path
+
+
+def load_policy(path: str | Path, *, encoder: nn.Module | None = None) -> CKAPolicy:
+    """A :class:`CKAPolicy` saved by :func:`save_policy` (or :meth:`ContinualPPO.save`); the
+    same outputs as the saved one. Raises naming the file when it is missing or corrupted."""
+    return _load_policy(Path(path), encoder)[0]
+
+
+def _load_policy(path: Path, encoder: nn.Module | None = None) -> tuple[CKAPolicy, dict[str, str]]:
+    from safetensors import safe_open
+
+    if not path.is_file():
+        raise FileNotFoundError(f"policy file {path} does not exist")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+        tensors = load_file(str(path))
+    except Exception as exc:  # safetensors raises its own error types without the path
+        raise ValueError(f"{path}: not a readable safetensors file ({exc})") from exc
+    if meta.get("format") != "eff-rl policy 1":
+        raise ValueError(f"{path}: not an eff-rl policy file")
+    if _digest(tensors, meta) != meta.get("sha256"):
+        raise ValueError(f"{path}: policy file is corrupted (sha256 mismatch)")
+    policy = CKAPolicy(
+        int(meta["obs_dim"]),
+        int(meta["n_actions"]),
+        width=int(meta["width"]),
+        encoder=encoder,
+        alpha_init=meta["alpha_init"],  # type: ignore[arg-type]
+        alpha_major=float(meta["alpha_major"]),
+    )
+    _resize_like(policy, tensors)
+    policy.load_state_dict(tensors)
+    policy.has_base = meta["has_base"] == "True"
+    return policy, meta
 
 
 def predict(
