@@ -5,12 +5,13 @@ Data (spec): ``wald_degrade`` with the nonlinear PAN term (with a purely linear 
 near-oracle); train astronaut, rocket, immunohistochemistry, hubble_deep_field; test coffee, chelsea
 (cropped to multiples of 32). Models: Pan-LUT for 3-band data = PGLUT (4-D, 17 points, 4 outputs) →
 4 sequential SDLUTs (9 points) → AOLUT (4-D, 17 points, 4 → 3), identity-initialised, 689,623
-parameters; batches of 4 random 48² HR patches, Adam + cosine decay, L1, lr 1e-2; quick mode 300
-steps, full mode 600 (the thresholds allow ≤ 600). PNN-lite: lr 2e-3, 4× the LUT's steps.
+parameters; batches of 4 random 48² HR patches, Adam + cosine decay, L1, lr 1e-2; full mode 600
+steps (the thresholds allow ≤ 600) over seeds seed..seed+4; quick mode is a 40-step smoke run that
+judges the checks. PNN-lite: lr 2e-3, 4× the LUT's steps (quick: 1×).
 
 At this scale the quality claim reproduces only against the weak baselines (the prototype's Pan-LUT
 was undertrained vs GSA/IHS/PNN-lite; the paper trains 1600 epochs): the thresholds are the spec's
-"(a)" items and every row is printed.
+"(a)" items; Pan-LUT vs GSA / IHS / PNN-lite (the paper's headline) are xfail paper claims.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from eff_shared.reproduce import Claim, Result
+from eff_shared.errors import check_choice
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_vision.data.images import sample_image
 from eff_vision.data.pansharpen import wald_degrade
@@ -221,31 +223,75 @@ def _mechanics(seed: int, cfg: PanLUTReproConfig) -> dict[str, float]:
     }  # fmt: skip
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
-    full = mode == "full"
-    cfg = PanLUTReproConfig(
-        steps=600 if full else 300, memory_sizes=(1024, 4096) if full else (384, 768),
-        memory_tile=256 if full else 128,
-    )  # fmt: skip
+PAPER = ("WV2/WV3/GF2: state of the art at full resolution (QNR) and competitive reduced-resolution "
+         "PSNR/SAM/ERGAS/Q against CS/MRA methods and deep nets (PNN, PanNet, ...), < 700K parameters, "
+         "9K×9K in < 1 ms on a 2080 Ti (table numbers not retrieved)")  # fmt: skip
+FULL: tuple[Mode, ...] = ("full",)
+UNDERTRAINED = ("Pan-LUT is undertrained at ≤ 600 steps (the paper trains 1600 epochs); seed 0 full: "
+                "31.4 dB vs GSA 36.1, IHS 35.1, PNN-lite 37.1")  # fmt: skip
+
+
+def _one_seed(cfg: PanLUTReproConfig, seed: int) -> dict[str, Any]:
+    """Every method at one seed (same training patches and Wald-degraded test images)."""
     out = experiment(cfg, seed)
     rows = {r["method"]: r for r in out["rows"]}
-    lut, exp, brov = rows[out["label_lut"]], rows["EXP (bicubic)"], rows["Brovey"]
+    lut, exp = rows[out["label_lut"]], rows["EXP (bicubic)"]
+    return {
+        "out": out, "rows": rows,
+        "vs_exp": lut["PSNR"] - exp["PSNR"], "vs_brovey": lut["PSNR"] - rows["Brovey"]["PSNR"],
+        "ergas": lut["ERGAS"] / exp["ERGAS"], "q": lut["Q"], "vs_gsa": lut["PSNR"] - rows["GSA"]["PSNR"],
+        "vs_ihs": lut["PSNR"] - rows["IHS (fast, hist-matched)"]["PSNR"],
+        "vs_pnn": lut["PSNR"] - rows[out["label_pnn"]]["PSNR"],
+    }  # fmt: skip
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    """Paper claims over seeds seed..seed+4 in full mode (600 LUT steps); the mechanics are checks.
+    Quick mode is a smoke run (one seed, 40 LUT and 40 PNN-lite steps, small memory probe) that
+    judges the checks; its paper claims are judged in full mode."""
+    check_choice("mode", mode, ["quick", "full"])
+    full = mode == "full"
+    cfg = PanLUTReproConfig(
+        steps=600 if full else 40, pnn_factor=4 if full else 1,
+        memory_sizes=(1024, 4096) if full else (256, 512), memory_tile=256 if full else 128,
+    )  # fmt: skip
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    per = {s: _one_seed(cfg, s) for s in seeds}
+    out, rows = per[seed]["out"], per[seed]["rows"]
+    lut = rows[out["label_lut"]]
     mech = _mechanics(seed, cfg)
-    rerun = PanLUTReproConfig(steps=20, pnn_factor=1, test_images=("coffee",))
+    rerun = PanLUTReproConfig(steps=20 if full else 5, pnn_factor=1, test_images=("coffee",))
     a, b = experiment(rerun, seed + 1), experiment(rerun, seed + 1)
     same = max(
         abs(x[k] - y[k])
         for x, y in zip(a["rows"], b["rows"], strict=True)
         for k in ("PSNR", "SAM", "Q")
     )
-    result = Result(name="vision.panlut", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result = Result(
+        name="vision.panlut", mode=mode, seed=seed,
+        paper_title="Pan-LUT: Efficient Pan-sharpening via Learnable Look-Up Tables",
+        headline="Pan-LUT (learnable PAN-guided, spatial-detail and adaptive-output LUTs, < 700K "
+        "parameters) matches or beats CS/MRA and deep pan-sharpening networks on WV2/WV3/GF2 at orders of "
+        "magnitude less compute (9K×9K in < 1 ms on a 2080 Ti)",
+    )  # fmt: skip
     result.table = out["rows"]
     s0, s1 = cfg.memory_sizes
+    vals = lambda key: [per[s][key] for s in seeds]  # noqa: E731
+    pnn_label = out["label_pnn"].split(" (")[0]
     result.claims += [
-        Claim("PSNR(Pan-LUT) − PSNR(EXP), test-image mean, dB", lut["PSNR"] - exp["PSNR"], 3.0, ">="),
-        Claim("PSNR(Pan-LUT) − PSNR(Brovey), dB", lut["PSNR"] - brov["PSNR"], 3.0, ">="),
-        Claim("ERGAS(Pan-LUT) / ERGAS(EXP)", lut["ERGAS"] / exp["ERGAS"], 0.75, "<="),
-        Claim("Q(Pan-LUT) (UIQI, 32×32 blocks, band mean)", lut["Q"], 0.90, ">="),
+        paper_claim("PSNR(Pan-LUT) − PSNR(EXP), test-image mean, dB", vals("vs_exp"), 3.0, ">=", seeds=seeds,
+                    modes=FULL, paper=PAPER),
+        paper_claim("PSNR(Pan-LUT) − PSNR(Brovey), dB", vals("vs_brovey"), 3.0, ">=", seeds=seeds, modes=FULL,
+                    paper=PAPER),
+        paper_claim("ERGAS(Pan-LUT) / ERGAS(EXP)", vals("ergas"), 0.75, "<=", seeds=seeds, modes=FULL, paper=PAPER),
+        paper_claim("Q(Pan-LUT) (UIQI, 32×32 blocks, band mean)", vals("q"), 0.90, ">=", seeds=seeds, modes=FULL,
+                    paper=PAPER),
+        paper_claim("PSNR(Pan-LUT) − PSNR(GSA), dB (Pan-LUT at least as good)", vals("vs_gsa"), 0.0, ">=",
+                    seeds=seeds, modes=FULL, paper=PAPER, headline=True, expected="xfail", reason=UNDERTRAINED),
+        paper_claim("PSNR(Pan-LUT) − PSNR(IHS), dB (Pan-LUT at least as good)", vals("vs_ihs"), 0.0, ">=",
+                    seeds=seeds, modes=FULL, paper=PAPER, headline=True, expected="xfail", reason=UNDERTRAINED),
+        paper_claim(f"PSNR(Pan-LUT) − PSNR({pnn_label}), dB (Pan-LUT at least as good)", vals("vs_pnn"), 0.0, ">=",
+                    seeds=seeds, modes=FULL, paper=PAPER, headline=True, expected="xfail", reason=UNDERTRAINED),
         Claim("identity-initialised Pan-LUT vs clamp(upsampled MS), max abs error", mech["ident_err"], 1e-5, "<"),
         Claim("lut_transform vs a brute-force multilinear reference, n = 2..5, max abs error", mech["brute_err"], 1e-5, "<="),
         Claim("gradcheck (float64, d = 3) w.r.t. inputs and LUT values, n = 2..5 (1 = pass)", mech["grad_ok"], 1.0, ">="),
@@ -253,24 +299,30 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         Claim(f"largest tensor in predict_tiled, |{s1}² − {s0}² input| in bytes (same tile {cfg.memory_tile})", abs(mech["peak_big"] - mech["peak_small"]), 0.0, "<="),
         Claim("SDLUT mode='chain' / 'mean' vs the rotations applied in order / averaged, max abs error", mech["mode_err"], 1e-6, "<="),
         Claim("regulariser of the identity-initialised LUTs", mech["reg_identity"], 1e-12, "<="),
-        Claim("same seed ⇒ same metrics (|Δ| of PSNR/SAM/Q over two 20-step runs)", same, 0.0, "<="),
+        Claim(f"same seed ⇒ same metrics (|Δ| of PSNR/SAM/Q over two {rerun.steps}-step runs)", same, 0.0, "<="),
     ]  # fmt: skip
     result.metrics = {
         "lut_parameters": lut["parameters"], "peak_bytes": {str(s0): mech["peak_small"], str(s1): mech["peak_big"]},
         "chain_vs_mean_difference": mech["modes_differ"], "final_lut_loss": out["lut_history"][-1],
+        "seeds": seeds,
+        "per_seed_psnr": {str(s): {m: r["PSNR"] for m, r in per[s]["rows"].items()} for s in seeds},
     }  # fmt: skip
     result.series["panlut_train_loss"] = {
         "x": list(range(len(out["lut_history"]))),
         "L1": out["lut_history"],
     }
-    gsa_row, pnn_row = rows["GSA"], rows[out["label_pnn"]]
     result.notes += [
         "Reconstruction: the pan-sharpening network is not in the official repository; it is rebuilt "
         "from the released PGLUT/SDLUT/IF4DLUT kernels and the VIF fusion network.",
-        f"Not claimed (spec: does not reproduce at this scale): Pan-LUT vs GSA "
-        f"({lut['PSNR']:.2f} vs {gsa_row['PSNR']:.2f} dB), vs IHS "
-        f"({rows['IHS (fast, hist-matched)']['PSNR']:.2f} dB) and vs PNN-lite ({pnn_row['PSNR']:.2f} dB); "
-        "the paper trains 1600 epochs.",
+        f"Seeds {seeds} (the table is seed {seed}); per seed PSNR Pan-LUT / GSA / IHS / PNN-lite: " + "; ".join(
+            f"{s}: " + " / ".join(f"{per[s]['rows'][m]['PSNR']:.2f}" for m in
+                                  (per[s]["out"]["label_lut"], "GSA", "IHS (fast, hist-matched)", per[s]["out"]["label_pnn"]))
+            for s in seeds
+        ) + "; the paper trains 1600 epochs.",
         "Full-resolution D_λ, D_s and QNR (Vivone definitions) are printed without a threshold.",
-    ]
+    ]  # fmt: skip
+    if not full:
+        result.notes.append(
+            "Quick mode is a smoke run (40 steps): the quality claims are judged in full mode."
+        )
     return result
