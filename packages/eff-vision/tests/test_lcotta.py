@@ -376,16 +376,20 @@ def test_reproduction_same_seed_identical():
 
 @pytest.mark.slow
 def test_quick_reproduction_claims_hold():
-    """Quick mode (8 rounds) asserts every claim. The full 24-round stream is run by
-    ``eff reproduce vision.lcotta --full``; there ``err_last(LCoTTA) ≤ err(source) + 0.02`` is not
-    met at seed 0 (see the package README)."""
+    """Quick mode (8 rounds, one seed): every check holds and every paper claim reproduces except
+    "LCoTTA beats EATA", an xfail paper claim (the subspace does not beat the filter alone here)."""
     from eff_vision.reproduce import lcotta
 
     result = lcotta.run("quick", seed=0)
-    assert result.error is None
-    failed = [(c.text, c.measured, c.threshold) for c in result.claims if not c.passed]
-    assert not failed, failed
-    assert len(result.claims) == 12
+    assert result.error is None and result.passed
+    verdicts = {c.text: c.verdict("quick") for c in result.claims}
+    assert "FAIL" not in verdicts.values(), verdicts
+    assert len(result.claims) == 13
+    checks = [c for c in result.claims if c.kind == "check"]
+    assert len(checks) == 8 and all(c.passed for c in checks)
+    paper = [c for c in result.claims if c.kind == "paper"]
+    assert [c.verdict("quick") for c in paper] == ["pass"] * 4 + ["xfail"]
+    assert sum(c.headline for c in paper) == 3 and paper[-1].headline and paper[-1].reason
     assert [r["method"].split()[0] for r in result.table] == [
         "source",
         "norm-adapt",

@@ -14,8 +14,8 @@ over rounds. All methods see the same stream (materialised once).
 
 Honest reading (spec): LCoTTA avoiding TENT's long-stream collapse reproduces in this toy; LCoTTA
 beating the EATA-style filter alone did **not** reproduce in the spec's prototype (0.03–0.07 worse
-in 4 settings), so no claim requires LCoTTA < EATA; the table prints EATA. Quick mode runs 8
-rounds (1,200 steps), full mode the spec's 24.
+in 4 settings): "LCoTTA beats EATA" is an xfail paper claim. Paper claims are judged on the
+median over seeds (quick: 1 seed, 8 rounds = 1,200 steps; full: 5 seeds, the spec's 24 rounds).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from eff_shared.reproduce import Claim, Result
+from eff_shared.errors import check_choice
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_vision._training import accuracy, train_classifier
 from eff_vision.data.corruptions import DIGIT_CORRUPTIONS, digits_stream
@@ -250,11 +251,38 @@ def mechanics(cfg: LCoTTAReproConfig, seed: int) -> dict[str, float]:
     }
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
-    cfg = LCoTTAReproConfig(rounds=8 if mode == "quick" else 24)
+PAPER = ("abstract: LCoTTA overcomes degeneration and significantly outperforms existing methods "
+         "(TENT, EATA, CoTTA, ...) in long-term continual adaptation on ImageNet-C / CIFAR-C "
+         "(the paper's tables were not available: no number)")  # fmt: skip
+
+
+def _one_seed(cfg: LCoTTAReproConfig, seed: int) -> dict[str, Any]:
+    """Every method on the same stream of one seed, and the per-seed numbers of the paper claims."""
     out = experiment(cfg, seed)
     res = out["results"]
-    result = Result(name="vision.lcotta", mode=mode, seed=seed)  # type: ignore[arg-type]
+    lc, tent, src, eata = res["lcotta"], res["tent"], res["source"], res["eata"]
+    return {
+        "out": out, "tent_last": tent["last"], "vs_source": lc["last"] - src["last"],
+        "vs_tent": lc["last"] - tent["last"], "range": lc["range"], "vs_eata": lc["last"] - eata["last"],
+    }  # fmt: skip
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    """Paper claims over seeds (quick: 1 seed, 8 rounds; full: seeds seed..seed+4, 24 rounds);
+    the mechanics are checks at the master seed."""
+    check_choice("mode", mode, ["quick", "full"])
+    cfg = LCoTTAReproConfig(rounds=8 if mode == "quick" else 24)
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    per = {s: _one_seed(cfg, s) for s in seeds}
+    out = per[seed]["out"]
+    res = out["results"]
+    result = Result(
+        name="vision.lcotta", mode=mode, seed=seed,
+        paper_title="Lifelong Test-Time Adaptation via Online Learning in Tracked Low-Dimensional Subspace",
+        headline="LCoTTA (EATA's filtered entropy + projection on a tracked low-dimensional gradient "
+        "subspace) avoids long-stream collapse and significantly outperforms existing TTA methods "
+        "(TENT, EATA, ...) in lifelong adaptation (no number available)",
+    )  # fmt: skip
     labels = {"source": "source", "norm": "norm-adapt (= source: LayerNorm only)", "tent": "TENT",
               "eata": "EATA (filter only, fisher_alpha=0)", "lcotta": "LCoTTA (filter + rank-4 projection)"}  # fmt: skip
     for name in METHODS:
@@ -264,12 +292,20 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
             "last round": r["last"], "max − min": r["range"], "CPU s": r["cpu_s"],
         })  # fmt: skip
     mech = mechanics(cfg, seed)
-    lc, tent, src = res["lcotta"], res["tent"], res["source"]
+    vals = lambda key: [per[s][key] for s in seeds]  # noqa: E731
     result.claims += [
-        Claim("err_last(TENT): collapse is shown", tent["last"], 0.85, ">="),
-        Claim("err_last(LCoTTA) − err_last(source)", lc["last"] - src["last"], 0.02, "<="),
-        Claim("err_last(LCoTTA) − err_last(TENT)", lc["last"] - tent["last"], -0.25, "<="),
-        Claim("stability: max − min of LCoTTA's per-round error", lc["range"], 0.06, "<="),
+        paper_claim("err_last(TENT): collapse is shown", vals("tent_last"), 0.85, ">=", seeds=seeds,
+                    paper="the long-stream collapse of TENT that LCoTTA avoids (no number)"),
+        paper_claim("err_last(LCoTTA) − err_last(source)", vals("vs_source"), 0.02, "<=", seeds=seeds,
+                    paper=PAPER, headline=True),
+        paper_claim("err_last(LCoTTA) − err_last(TENT)", vals("vs_tent"), -0.25, "<=", seeds=seeds,
+                    paper=PAPER, headline=True),
+        paper_claim("stability: max − min of LCoTTA's per-round error", vals("range"), 0.06, "<=", seeds=seeds,
+                    paper="abstract: no degeneration over the long stream (no number)"),
+        paper_claim("err_last(LCoTTA) − err_last(EATA, filter only): LCoTTA beats EATA", vals("vs_eata"), 0.0, "<",
+                    seeds=seeds, paper=PAPER, headline=True, expected="xfail",
+                    reason="the subspace projection does not beat EATA's filter alone on this toy (the spec's "
+                    "prototype: 0.03–0.07 worse in 4 settings; seed 0 full: 0.573 vs EATA 0.486)"),
         Claim("R^2000 window (3-dim subspace + isotropic): fraction of an in-subspace gradient kept (rank 10)", mech["retain_subspace"], 0.95, ">="),
         Claim("R^2000 window: fraction of an isotropic gradient kept (rank 10)", mech["retain_isotropic"], 0.15, "<="),
         Claim(f"first projected step (must be k·s = {cfg.rank * cfg.record_every})", mech["first_projected_step"], mech["k_times_s"], ">="),
@@ -286,6 +322,10 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         "mechanics": mech,
         "source_clean_stream_accuracy": out["info"]["clean_stream_accuracy"],
         "steps": out["steps"],
+        "seeds": seeds,
+        "per_seed_last": {
+            str(s): {n: r["last"] for n, r in per[s]["out"]["results"].items()} for s in seeds
+        },
     }
     result.series["online_error"] = {
         "x": list(range(1, cfg.rounds + 1)),
@@ -293,13 +333,15 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
     }
     result.notes += [
         f"{out['steps']} adaptation steps ({cfg.rounds} rounds × {len(DIGIT_CORRUPTIONS)} corruptions); "
-        f"source clean accuracy on the stream images {out['info']['clean_stream_accuracy']:.3f}.",
-        f"LCoTTA − EATA (filter only), last round: {lc['last'] - res['eata']['last']:+.3f} "
-        "(information: the subspace beating the filter alone did not reproduce at this scale in "
-        "the spec's prototype and is not claimed).",
+        f"source clean accuracy on the stream images {out['info']['clean_stream_accuracy']:.3f}; seeds {seeds} "
+        f"(the table is seed {seed}).",
+        "Last-round error per seed (source / TENT / EATA / LCoTTA): " + "; ".join(
+            f"{s}: " + " / ".join(f"{per[s]['out']['results'][n]['last']:.3f}" for n in ("source", "tent", "eata", "lcotta"))
+            for s in seeds
+        ),
         f"d_margin = {cfg.d_margin} (EATA's CIFAR-10 value), e_margin = 0.4·ln 10 = {cfg.e_margin:.3f}.",
         "contrast = x · 0.17 (around 0, the spec's literal 'contrast × 0.17'): the one unspecified "
         "corruption detail, chosen on the SOURCE error only against the prototype's 0.566 (seed 0): "
         "around 0 gives 0.574, around the per-image mean (ImageNet-C) 0.664.",
-    ]
+    ]  # fmt: skip
     return result
