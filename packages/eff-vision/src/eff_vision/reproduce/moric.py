@@ -10,7 +10,9 @@ flipped bytes in every section raise ``MoRICDecodeError``.
 (3) Single-object codec: astronaut resized to 256×256 (``INTER_AREA``), suit region, λ = 0.02; JPEG
 and WebP on the bounding-box crop with out-of-mask pixels set to the region mean, PSNR on region
 pixels, bits of the whole file (headers included); MoRIC's bits from its whole stream, contour
-included. Quick mode trains 400 iterations, full mode 1200 (the spec's setting).
+included. Full mode trains 1200 iterations (the spec's setting) at seeds seed..seed+4 (paper
+claims: MoRIC vs JPEG, a sanity bound, and vs WebP, the paper's headline, xfail); quick mode 150
+iterations at one seed (a smoke run). The contour coder and the codec mechanics are checks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from eff_shared.reproduce import Claim, Result
+from eff_shared.errors import check_choice
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_vision.data.images import sample_image
 from eff_vision.data.masks import (
     RANDOM_MASK_KINDS,
@@ -194,13 +197,31 @@ def single_object_experiment(
     }  # fmt: skip
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
+PAPER = ("state of the art in single-object compression (DAVIS) for bpp > 0.5 against learned codecs "
+         "including ROI-based ones, and beats overfitted codecs (C3, Cool-Chic) on Kodak (no numbers "
+         "retrieved)")  # fmt: skip
+FULL: tuple[Mode, ...] = ("full",)
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    """The contour coder and codec mechanics are checks (master seed); the single-object
+    comparisons are paper claims over seeds seed..seed+4 (full mode, 1200 iterations). Quick mode
+    runs 150 iterations at one seed: a smoke run whose paper claims are judged in full mode."""
+    check_choice("mode", mode, ["quick", "full"])
     full = mode == "full"
-    cfg = MoRICReproConfig(single_iters=1200 if full else 400, lite=full)
+    cfg = MoRICReproConfig(single_iters=1200 if full else 150, lite=full)
     con = contour_experiment(cfg, seed)
     mech = mechanics_experiment(cfg, seed)
-    obj = single_object_experiment(cfg, seed)
-    result = Result(name="vision.moric", mode=mode, seed=seed)  # type: ignore[arg-type]
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    objs = {s: single_object_experiment(cfg, s) for s in seeds}
+    obj = objs[seed]
+    result = Result(
+        name="vision.moric", mode=mode, seed=seed,
+        paper_title="MoRIC: A Modular Region-based Implicit Codec for Image Compression",
+        headline="a region-based overfitted implicit codec (per-region latents, shared modulator, "
+        "contour coding) is state of the art for single-object compression (DAVIS, bpp > 0.5) and beats "
+        "overfitted codecs (C3, Cool-Chic) on Kodak (no numbers retrieved)",
+    )  # fmt: skip
     st = con["stats"]
     names = list(st)
     smooth = [n for n in names if not n.startswith("coffee")]
@@ -248,10 +269,24 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         Claim(f"bytes increase when λ grows ×4 (λ = {', '.join(map(str, cfg.mech_lams))}), max", lam_increase, 0, "<="),
         Claim("truncation points that did not raise MoRICDecodeError", mech["truncations_not_raised"], 0, "<="),
         Claim(f"flipped bytes (4 per section, {len(mech['sections'])} parts) that did not raise MoRICDecodeError", mech["flips_not_raised"] + (not mech["trailing_raises"]), 0, "<="),
-        Claim("single object: PSNR(MoRIC) − PSNR_JPEG(at MoRIC's bpp), dB (sanity bound)", obj["psnr"] - jpeg_p, -3.0, ">="),
+    ]  # fmt: skip
+    vs_jpeg = [objs[s]["psnr"] - objs[s]["jpeg"][0] for s in seeds]
+    vs_webp = [objs[s]["psnr"] - objs[s]["webp"][0] for s in seeds]
+    result.claims += [
+        paper_claim("single object: PSNR(MoRIC) − PSNR_JPEG(at MoRIC's bpp), dB (sanity bound)", vs_jpeg, -3.0, ">=",
+                    seeds=seeds, modes=FULL, paper=PAPER),
+        paper_claim("single object: PSNR(MoRIC) − PSNR_WebP(at MoRIC's bpp), dB (MoRIC at least as good)", vs_webp,
+                    0.0, ">=", seeds=seeds, modes=FULL, paper=PAPER, headline=True, expected="xfail",
+                    reason="an overfitted codec on one 256² image with 1200 iterations loses to WebP "
+                    "(seed 0 full: 27.2 vs 34.2 dB; in the prototype 87 % of the bits were network parameters)"),
     ]  # fmt: skip
     macs = decode_macs_per_pixel(RegionCodecConfig())
     result.metrics = {
+        "seeds": seeds,
+        "per_seed_single_object": {
+            str(s): {"psnr": objs[s]["psnr"], "bpp_region": objs[s]["bpp_region"],
+                     "jpeg": objs[s]["jpeg"][0], "webp": objs[s]["webp"][0]} for s in seeds
+        },
         "single_object": {k: v for k, v in obj.items() if k not in ("curves", "history")},
         "jpeg_curve": obj["curves"]["jpeg"], "webp_curve": obj["curves"]["webp"],
         "decode_macs_per_pixel": macs, "mechanics": {k: v for k, v in mech.items() if k != "sections"},
@@ -271,7 +306,11 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
             if jpeg_inside
             else " (JPEG cannot go that low: its lowest-quality file is larger, so its end point is used)"
         )
-        + f", WebP {obj['webp'][0]:.2f} dB at the same rate. No claim asks MoRIC to beat them at this scale.",
+        + f", WebP {obj['webp'][0]:.2f} dB at the same rate (seed {seed}).",
+        f"Seeds {seeds}: MoRIC − JPEG / − WebP per seed (dB): "
+        + "; ".join(
+            f"{s}: {a:+.2f} / {b:+.2f}" for s, a, b in zip(seeds, vs_jpeg, vs_webp, strict=True)
+        ),
         f"Decoding cost: {macs['total']:.0f} MACs/pixel (analytic; default config), decode {obj['decode_s']:.2f} s "
         f"(Python range decoder, sequential ARM), encode {obj['encode_s']:.1f} s.",
     ]
