@@ -31,7 +31,7 @@ from eff_graph.imgda import (
     ppr_operator,
 )
 from eff_graph.metrics import accuracy, macro_f1, per_class_recall
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["EPOCHS", "HIDDEN", "METHODS", "run", "run_seed"]
 
@@ -171,7 +171,28 @@ def _epoch_costs(seed: int) -> dict[str, float]:
     }
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
+def _determinism(seed: int, epochs: int) -> float:
+    """|F1 of one ImGDA fit - F1 of a second fit|, same seed, ``epochs`` epochs."""
+    source, target = csbm_domain_pair(seed=seed)
+    f1 = [
+        macro_f1(_imgda(seed).fit(source, target, epochs).predict(target), target.y)
+        for _ in range(2)
+    ]
+    return abs(f1[0] - f1[1])
+
+
+PAPER_TITLE = (
+    "Dual Prototype-Enhanced Contrastive Framework for Class-Imbalanced Graph Domain Adaptation"
+)
+HEADLINE = (
+    "ImGDA beats the state of the art in class-imbalanced graph domain adaptation (UDAGCN citation "
+    "graphs ACMv9 / Citationv1 / DBLPv7, source long-tailed with imbalance factor 20); the tables "
+    "were not available, only the abstract's claim"
+)
+_PAPER = "abstract: beats graph-DA baselines (UDAGCN citation graphs, imbalance 20); no numbers available"
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -180,17 +201,24 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         torch.set_num_threads(threads)
 
 
-def _run(mode: str, seed: int) -> Result:
-    seeds = [seed, seed + 1, seed + 2]
-    methods = {**METHODS, **(FULL_METHODS if mode == "full" else {})}
+def _run(mode: Mode, seed: int) -> Result:
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    if mode == "full":
+        methods = {**METHODS, **FULL_METHODS}
+    else:  # the class-balanced GCN is in no claim
+        methods = {k: v for k, v in METHODS.items() if k != BAL}
     runs = {s: run_seed(s, methods) for s in seeds}
-    rerun = run_seed(seed, {IMGDA: METHODS[IMGDA]})[IMGDA]["f1"]
 
     def mean(name: str, key: str) -> float:
         return float(np.mean([runs[s][name][key] for s in seeds]))
 
+    def gain(other: str) -> list[float]:
+        return [runs[s][IMGDA]["f1"] - runs[s][other]["f1"] for s in seeds]
+
     minority = C - 1
-    result = Result(name="graph.imgda", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result = Result(
+        name="graph.imgda", mode=mode, seed=seed, paper_title=PAPER_TITLE, headline=HEADLINE
+    )
     for name in methods:
         row: dict[str, Any] = {"method": name}
         row.update({f"F1 seed {s}": runs[s][name]["f1"] for s in seeds})
@@ -199,38 +227,43 @@ def _run(mode: str, seed: int) -> Result:
         row["minority recall"] = float(np.mean([runs[s][name]["recall"][minority] for s in seeds]))
         row["s per run"] = mean(name, "seconds")
         result.table.append(row)
-    for s in seeds:
-        result.claims.append(
-            Claim(
-                f"seed {s}: F1(ImGDA) - F1(GCN source-only), target macro-F1, last epoch",
-                runs[s][IMGDA]["f1"] - runs[s][SRC]["f1"], 0.12, ">=",
-            )
-        )  # fmt: skip
+    kw: dict[str, Any] = {"seeds": seeds, "paper": _PAPER}
     result.claims += [
-        Claim(
-            "mean F1(ImGDA) - mean F1(DANN-GCN, GRL weight 0.1), seeds 0-2",
-            mean(IMGDA, "f1") - mean(DANN, "f1"), 0.10, ">=",
+        paper_claim(
+            "F1(ImGDA) - F1(GCN source-only), target macro-F1, last epoch",
+            gain(SRC), 0.12, ">=", headline=True, **kw,
         ),
-        Claim(
-            "mean F1(ImGDA) - mean F1(dual-branch CE only), seeds 0-2",
-            mean(IMGDA, "f1") - mean(CE_ONLY, "f1"), 0.01, ">=",
+        paper_claim(
+            "F1(ImGDA) - F1(DANN-GCN, GRL weight 0.1), target macro-F1",
+            gain(DANN), 0.10, ">=", statistic="mean", headline=True, **kw,
         ),
-        Claim(
-            "ImGDA target recall of the minority class (20 source nodes), mean over seeds",
-            float(np.mean([runs[s][IMGDA]["recall"][minority] for s in seeds])), 0.4, ">=",
+        paper_claim(  # one seed cannot resolve it (seeds 0-2: -0.014, -0.020, +0.073)
+            "F1(ImGDA) - F1(dual-branch CE only), target macro-F1 (the contrastive terms)",
+            gain(CE_ONLY), 0.01, ">=", statistic="mean", modes=("full",), **kw,
+        ),
+        paper_claim(
+            "ImGDA target recall of the minority class (20 source nodes)",
+            [runs[s][IMGDA]["recall"][minority] for s in seeds], 0.4, ">=", statistic="mean", **kw,
         ),
     ]  # fmt: skip
     mech, op_costs = _mechanics(seed)
     result.claims += mech
+    if mode == "full":
+        rerun = run_seed(seed, {IMGDA: METHODS[IMGDA]})[IMGDA]["f1"]
+        det, det_text = abs(runs[seed][IMGDA]["f1"] - rerun), f"{EPOCHS} epochs"
+    else:
+        det, det_text = _determinism(seed, 20), "two 20-epoch fits"
     result.claims.append(
         Claim(
-            f"|F1 - F1 of a rerun|, ImGDA seed {seed} (same seed => same result)",
-            abs(runs[seed][IMGDA]["f1"] - rerun), 0.0, "<=",
+            f"|F1 - F1 of a rerun|, ImGDA seed {seed}, {det_text} (same seed => same result)",
+            det, 0.0, "<=",
         )
     )  # fmt: skip
-    costs = {**op_costs, **_epoch_costs(seed)}
-    costs["ppr_build_over_gcn_epoch"] = costs["ppr_build_s_target"] / costs["gcn_epoch_s"]
-    costs["ppmi_build_over_gcn_epoch"] = costs["ppmi_build_s_target"] / costs["gcn_epoch_s"]
+    costs: dict[str, float] = dict(op_costs)
+    if mode == "full":
+        costs.update(_epoch_costs(seed))
+        costs["ppr_build_over_gcn_epoch"] = costs["ppr_build_s_target"] / costs["gcn_epoch_s"]
+        costs["ppmi_build_over_gcn_epoch"] = costs["ppmi_build_s_target"] / costs["gcn_epoch_s"]
     result.metrics.update(
         {
             "seeds": seeds,
@@ -251,20 +284,15 @@ def _run(mode: str, seed: int) -> Result:
         "prototype contrast": [h["cb"] for h in hist],
         "total": [h["loss"] for h in hist],
     }
-    gains = [runs[s][IMGDA]["f1"] - runs[s][CE_ONLY]["f1"] for s in seeds]
-    result.notes += [
-        "Last-epoch target metrics; target labels are used only for evaluation.",
-        "Contrastive terms vs the dual-branch CE-only ablation per seed (F1): "
-        + ", ".join(f"{g:+.3f}" for g in gains),
-        f"Epoch cost with cached operators: ImGDA / GCN = {costs['imgda_over_gcn_epoch']:.2f}x "
-        f"(spec target <= 4x); PPR build (target, dense) = {costs['ppr_build_over_gcn_epoch']:.0f} GCN "
-        f"epochs; PPMI build = {costs['ppmi_build_over_gcn_epoch']:.0f} GCN epochs.",
-    ]
+    result.notes += ["Last-epoch target metrics; target labels are used only for evaluation."]
     if mode == "full":
-        result.notes.append(
+        result.notes += [
+            f"Epoch cost with cached operators: ImGDA / GCN = {costs['imgda_over_gcn_epoch']:.2f}x "
+            f"(spec target <= 4x); PPR build (target, dense) = {costs['ppr_build_over_gcn_epoch']:.0f} "
+            f"GCN epochs; PPMI build = {costs['ppmi_build_over_gcn_epoch']:.0f} GCN epochs.",
             "Full-mode extras (no claims): UDAGCN; ImGDA with the release's random-walk PPMI operator "
             "(its log(P·N/L) weights depend on the graph size, so source and target operators differ "
             "in scale at 740/1,500 nodes); ImGDA with prototypes='all', cross_domain='official' "
-            "(from epoch 0, weight 1) and source offsets."
-        )
+            "(from epoch 0, weight 1) and source offsets.",
+        ]
     return result

@@ -11,9 +11,14 @@ Embedders: ``HashingEmbedder(dim=4096)`` in both modes — at the default 256 bu
 entity names collide with question words so often that the question's product is among the two seeds
 for only a few questions (measured and reported as a metric; 30 % over world seeds 0–2, with naive
 accuracy 0.30 at ~23 calls/q), and traversal starts in the wrong place;
-full mode adds the offline MiniLM embedder (extra ``eff-graph[embed]``). Quick mode: world seed
-``seed``; full mode: world seeds ``seed..seed+2``, claims on the means. Claims are the spec's "(a)"
-thresholds.
+full mode adds the offline MiniLM embedder (extra ``eff-graph[embed]``).
+
+Paper claims (the spec's "(a)" thresholds, median over world seeds: quick 1, full 5): the exact
+repeat's calls/q vs the first pass (headline) and its accuracy, ReMindRAG's first pass vs naive
+(the memorisation call), ReMindRAG calls/q ≤ naive calls/q on the same questions in every repeat
+pass (``specs/claims.md``, replacing the withdrawn naive stability claim) and, in full mode, the
+MiniLM paraphrase claims (the loose paraphrase is xfail). Checks: the memory mechanics at the
+master seed.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from eff_graph.remindrag import (
     memory_coefficient,
     punish_memory,
 )
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["HASH_DIM", "SYSTEMS", "run", "run_world"]
 
@@ -212,8 +217,27 @@ def _replay_rule_mismatches() -> int:
     return bad
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
-    seeds = [seed] if mode == "quick" else [seed, seed + 1, seed + 2]
+PAPER_TITLE = "ReMindRAG: Low-Cost LLM-Guided Knowledge Graph Traversal for Efficient RAG"
+HEADLINE = (
+    "Memory replay of LLM-guided KG traversal cuts the cost of later similar queries by about 50 % "
+    "(LLM tokens -58.8 % on average in multi-turn settings) with accuracy +5-10 % over KG-RAG "
+    "baselines (LooGLE, HotpotQA; third-party summaries, not verified)"
+)
+_PAPER_COST = "about 50 % cost reduction on later similar queries (LooGLE, HotpotQA; not verified)"
+#: expected verdicts set by the first full run (world seeds 0-4, hashing embedder)
+_XFAIL = {
+    "repeat": "median 0.75 [0.39, 0.86] over world seeds 0-4 (0.47, 0.39 at seeds 0-1; 0.75-0.86 at "
+    "2-4): questions of one template are near-parallel (hashing cos ~0.85), so punishing an unused "
+    "confirmed edge for a later question erases an earlier question's memory",
+    "para1": "+1.1 calls/q median [0.0, 1.8] over world seeds 0-4: para1 shares no template word "
+    "with the original (hashing), nothing replays, and memorisation costs +1 call per query",
+    "para2": "+0.3 calls/q median [-4.75, 1.35] over world seeds 0-4: replay on the close "
+    "paraphrase is erased by punishments of near-parallel questions as on the exact repeat",
+}
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    seeds = claim_seeds(mode, seed, quick=1, full=5)  # quick: ~5 s for one world
     t0 = time.perf_counter()
     hashing = HashingEmbedder(HASH_DIM)
     worlds = {s: run_world(s, hashing) for s in seeds}
@@ -222,31 +246,64 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
     small = {
         s: _seed_recall(_embedded(s, HashingEmbedder()), HashingEmbedder(), _qs(s)) for s in seeds
     }
-    result = Result(name="graph.remindrag", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result = Result(
+        name="graph.remindrag", mode=mode, seed=seed, paper_title=PAPER_TITLE, headline=HEADLINE
+    )
     _table(result, "hashing-4096", worlds, seeds)
 
     def m(name: str, p: str, key: str, w: dict[int, Any] = worlds) -> float:
         return float(np.mean([w[s]["passes"][name][p][key] for s in seeds]))
 
+    def per(fn: Any) -> list[float]:
+        return [float(fn(worlds[s]["passes"])) for s in seeds]
+
     naive_calls = [m(NAIVE, p, "calls") for p in PASSES]
+    kw: dict[str, Any] = {"seeds": seeds}
     result.claims += [
-        Claim(
+        paper_claim(
             "hashing: ReMindRAG exact-repeat calls/q / its first-pass calls/q",
-            m(REMIND, "repeat", "calls") / m(REMIND, "original", "calls"), 0.7, "<=", "ratio",
+            per(lambda w: w[REMIND]["repeat"]["calls"] / w[REMIND]["original"]["calls"]),
+            0.7,
+            "<=",
+            unit="ratio",
+            paper=_PAPER_COST,
+            headline=True,
+            expected="xfail",
+            reason=_XFAIL["repeat"],
+            **kw,
         ),
-        Claim(
+        paper_claim(
             "hashing: ReMindRAG accuracy, exact repeat - first pass",
-            m(REMIND, "repeat", "accuracy") - m(REMIND, "original", "accuracy"), 0.0, ">=",
+            per(lambda w: w[REMIND]["repeat"]["accuracy"] - w[REMIND]["original"]["accuracy"]),
+            0.0,
+            ">=",
+            paper="accuracy +5-10 % over KG-RAG baselines (not verified)",
+            **kw,
         ),
-        Claim(
-            "hashing: naive traversal, largest |calls/q of a pass - first-pass calls/q|",
-            max(abs(c - naive_calls[0]) for c in naive_calls), 0.5, "<=", "calls/q",
-        ),
-        Claim(
+        paper_claim(
             "hashing: ReMindRAG first-pass calls/q / naive first-pass calls/q (the memorisation call)",
-            m(REMIND, "original", "calls") / m(NAIVE, "original", "calls"), 1.15, "<=", "ratio",
+            per(lambda w: w[REMIND]["original"]["calls"] / w[NAIVE]["original"]["calls"]),
+            1.15,
+            "<=",
+            unit="ratio",
+            paper="memorisation costs +1 LLM call per traversed query (official code)",
+            **kw,
         ),
-    ]  # fmt: skip
+    ]
+    for p in PASSES[1:]:
+        result.claims.append(
+            paper_claim(
+                f"hashing, {p} pass: ReMindRAG calls/q - naive calls/q on the same questions",
+                per(lambda w, p=p: w[REMIND][p]["calls"] - w[NAIVE][p]["calls"]),
+                0.0,
+                "<=",
+                unit="calls/q",
+                paper=_PAPER_COST,
+                expected="xfail" if p in _XFAIL else "reproduces",
+                reason=_XFAIL.get(p, ""),
+                **kw,
+            )
+        )
     mech = _mechanics(np.random.default_rng(seed))
     w0 = worlds[seed]
     full_replay = w0["passes"][REMIND]["repeat"]["fully_replayed_calls"]
@@ -386,7 +443,9 @@ def _minilm(result: Result, seeds: list[int]) -> None:
             "MiniLM: paraphrase calls/q / naive calls/q",
             "MiniLM: paraphrase accuracy - naive",
         ):
-            result.claims.append(Claim(text + " (needs eff-graph[embed])", float("nan"), 0.0, ">="))
+            result.claims.append(
+                paper_claim(text + " (needs eff-graph[embed])", [math.nan], 0.0, modes=("full",))
+            )
         return
     t0 = time.perf_counter()
     systems = {k: SYSTEMS[k] for k in (NAIVE, REMIND)}
@@ -397,20 +456,31 @@ def _minilm(result: Result, seeds: list[int]) -> None:
     def m(name: str, p: str, key: str) -> float:
         return float(np.mean([worlds[s]["passes"][name][p][key] for s in seeds]))
 
+    def per(fn: Any) -> list[float]:
+        return [float(fn(worlds[s]["passes"])) for s in seeds]
+
     _, _, questions = multihop_world(seed=seeds[0])
     orig = embedder.encode([q.text for q in questions["original"]])
     for p in ("para1", "para2"):
         para = embedder.encode([q.text for q in questions[p]])
         cos = float(np.mean(np.sum(orig * para, axis=1)))
         result.metrics[f"minilm_cos_original_{p}"] = cos
+        loose = p == "para1"
         result.claims += [
-            Claim(
+            paper_claim(
                 f"MiniLM: ReMindRAG {p} calls/q / naive {p} calls/q (mean cos to the original {cos:.2f})",
-                m(REMIND, p, "calls") / m(NAIVE, p, "calls"), 0.6, "<=", "ratio",
+                per(lambda w, p=p: w[REMIND][p]["calls"] / w[NAIVE][p]["calls"]), 0.6, "<=",
+                unit="ratio", seeds=seeds, modes=("full",), headline=not loose,
+                expected="xfail" if loose else "reproduces",
+                reason="the official replay rule needs cos > ~0.91 after one enhancement; the loose "
+                "paraphrase (cos 0.87) is mostly traversed again" if loose else "",
+                paper="about 50 % cost reduction on later similar queries (not verified)",
             ),
-            Claim(
+            paper_claim(
                 f"MiniLM: ReMindRAG {p} accuracy - naive {p} accuracy",
-                m(REMIND, p, "accuracy") - m(NAIVE, p, "accuracy"), 0.0, ">=",
+                per(lambda w, p=p: w[REMIND][p]["accuracy"] - w[NAIVE][p]["accuracy"]), 0.0, ">=",
+                seeds=seeds, modes=("full",),
+                paper="accuracy +5-10 % over KG-RAG baselines (not verified)",
             ),
         ]  # fmt: skip
     critical = (0.55 - 0.1 * 0.3) / (0.9 * 2 / math.pi)
