@@ -13,11 +13,15 @@ def test_registered_under_eff_reproductions():
 
 def test_quick_reproduction_claims_hold():
     result = run("quick", seed=0)
-    assert result.error is None
+    assert result.error is None and result.passed
     texts = [c.text for c in result.claims]
-    assert len(result.claims) == 4, texts
-    for c in result.claims:
-        assert c.passed, c
+    assert len(result.claims) == 5, texts
+    for c in result.claims:  # every check and every reproduces paper claim passes
+        assert c.passed and c.verdict(result.mode) == "pass", c
+    assert [c.kind for c in result.claims].count("check") == 1
+    headline = [c for c in result.claims if c.headline]
+    assert len(headline) == 1 and headline[0].kind == "paper" and "average" in headline[0].text
+    assert result.paper_title and result.headline
     # the method and the baselines sit on the same game and iterations
     kuhn_10k = {
         r["method"]: r["exploitability"]

@@ -3,9 +3,9 @@
 The plumbing check of the federated runtime (McMahan et al., 2017, "Communication-Efficient
 Learning of Deep Networks from Decentralized Data"): a softmax-regression model trained by FedAvg
 on label-skewed clients against each client training alone on its own data (the same number of
-local epochs), on the same generated task and seed. Claim: the federated global model beats the
-mean single-client model on held-out, class-balanced data. A centrally trained model is printed as
-the reference ceiling.
+local epochs), on the same generated task and seed. Paper claim (headline; per split, median over
+seeds: quick 1, full 5): the federated global model beats the mean single-client model on held-out,
+class-balanced data. A centrally trained model is printed as the reference ceiling.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from eff_shared.federated.partition import dirichlet_partition
 from eff_shared.federated.runner import FedAvg, InProcessRunner
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import make_rng
 
 __all__ = ["SoftmaxTask", "make_task", "run"]
@@ -114,29 +114,36 @@ def _zeros(dim: int, k: int) -> dict[str, np.ndarray]:
     return {"W": np.zeros((dim, k)), "b": np.zeros(k)}
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
-    settings = {
-        "quick": dict(n_clients=10, clients_per_round=5, rounds=20, alphas=(0.5,), n_train=3000),
-        "full": dict(
-            n_clients=20, clients_per_round=10, rounds=60, alphas=(0.1, 0.5, 1.0), n_train=8000
-        ),
-    }[mode]
-    local_epochs, lr, batch = 2, 0.1, 32
+_SETTINGS: dict[str, dict[str, Any]] = {
+    "quick": dict(n_clients=10, clients_per_round=5, rounds=20, alphas=(0.5,), n_train=3000),
+    "full": dict(
+        n_clients=20, clients_per_round=10, rounds=60, alphas=(0.1, 0.5, 1.0), n_train=8000
+    ),
+}
+LOCAL_EPOCHS, LR, BATCH = 2, 0.1, 32
+PAPER_TITLE = "Communication-Efficient Learning of Deep Networks from Decentralized Data"
+HEADLINE = (
+    "FedAvg (local SGD epochs, sample-weighted model averaging) trains high-quality models on "
+    "unbalanced, non-IID client data with 10-100x fewer communication rounds than FedSGD "
+    "(MNIST, CIFAR-10, Shakespeare)"
+)
+
+
+def _one_seed(settings: dict[str, Any], seed: int) -> dict[str, Any]:
+    """FedAvg vs each client alone (and the central reference) on the task of ``seed``."""
     task = make_task(seed, n_train=settings["n_train"])
     dim, k = task.x_train.shape[1], task.n_classes
-    cfg = _Cfg(task, local_epochs, lr, batch)
-
+    cfg = _Cfg(task, LOCAL_EPOCHS, LR, BATCH)
     # Reference ceiling: one model trained centrally on the pooled data for as many epochs as FedAvg's
     # average client sees.
     central_epochs = (
-        local_epochs * settings["rounds"] * settings["clients_per_round"] // settings["n_clients"]
+        LOCAL_EPOCHS * settings["rounds"] * settings["clients_per_round"] // settings["n_clients"]
     )
     central, _ = sgd_epochs(
-        _zeros(dim, k), task.x_train, task.y_train, central_epochs, lr, batch, make_rng(seed, 200)
+        _zeros(dim, k), task.x_train, task.y_train, central_epochs, LR, BATCH, make_rng(seed, 200)
     )
-    central_acc = accuracy(central, task.x_test, task.y_test)
-
-    result = Result(name="shared.fedavg", mode=mode, seed=seed)
+    out: dict[str, Any] = {"central": accuracy(central, task.x_test, task.y_test), "splits": {}}
+    out["n_test"] = len(task.y_test)
     for alpha in settings["alphas"]:
         parts = dirichlet_partition(task.y_train, settings["n_clients"], alpha, seed, min_size=20)
         runner = InProcessRunner(
@@ -146,8 +153,6 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
             evaluate_fn=lambda s, r: {"test_accuracy": accuracy(s, task.x_test, task.y_test)},
         )
         fed = runner.run(_zeros(dim, k), _client_update, FedAvg(), parts, cfg)
-        fed_acc = fed.history("test_accuracy")[-1]
-
         # Baseline: every client alone, with the local epochs it would have run over the whole
         # federation (each client takes part in rounds·m/n rounds on average).
         local_accs = []
@@ -157,38 +162,58 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
                 task.x_train[idx],
                 task.y_train[idx],
                 central_epochs,
-                lr,
-                batch,
+                LR,
+                BATCH,
                 make_rng(seed, 300, c),
             )
             local_accs.append(accuracy(alone, task.x_test, task.y_test))
-        mean_local = float(np.mean(local_accs))
+        out["splits"][alpha] = {
+            "fed_acc": fed.history("test_accuracy")[-1],
+            "curve": fed.history("test_accuracy"),
+            "upload_bytes": fed.total_upload_bytes,
+            "mean_local": float(np.mean(local_accs)),
+            "best_local": float(np.max(local_accs)),
+        }
+    return out
 
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    settings = _SETTINGS[mode]
+    seeds = claim_seeds(mode, seed, quick=1, full=5)  # quick: the 5 s budget
+    per = [_one_seed(settings, s) for s in seeds]
+    first = per[0]
+    central_acc = first["central"]
+    result = Result(
+        name="shared.fedavg", mode=mode, seed=seed, paper_title=PAPER_TITLE, headline=HEADLINE
+    )
+    for alpha in settings["alphas"]:
+        sp = first["splits"][alpha]
+        fed_acc, mean_local = sp["fed_acc"], sp["mean_local"]
         tag = f"alpha={alpha}"
         result.table += [
             {"method": "FedAvg (global model)", "split": tag, "test accuracy": fed_acc},
             {"method": "single client (mean)", "split": tag, "test accuracy": mean_local},
-            {
-                "method": "single client (best)",
-                "split": tag,
-                "test accuracy": float(np.max(local_accs)),
-            },
+            {"method": "single client (best)", "split": tag, "test accuracy": sp["best_local"]},
         ]
         result.claims.append(
-            Claim(
+            paper_claim(
                 f"FedAvg global accuracy minus mean single-client accuracy, Dirichlet {tag}",
-                fed_acc - mean_local,
+                [p["splits"][alpha]["fed_acc"] - p["splits"][alpha]["mean_local"] for p in per],
                 0.0,
                 ">",
+                seeds=seeds,
                 unit="accuracy points (fraction)",
+                headline=True,
+                paper="FedAvg reaches 99 % on MNIST under pathological non-IID splits (2NN/CNN), "
+                "far beyond what a single client's data gives",
             )
         )
         result.metrics[f"fedavg_accuracy[{tag}]"] = fed_acc
         result.metrics[f"mean_local_accuracy[{tag}]"] = mean_local
-        result.metrics[f"upload_bytes[{tag}]"] = fed.total_upload_bytes
+        result.metrics[f"upload_bytes[{tag}]"] = sp["upload_bytes"]
         result.series[f"accuracy_{tag}"] = {
             "x": list(range(1, settings["rounds"] + 1)),
-            "FedAvg": fed.history("test_accuracy"),
+            "FedAvg": sp["curve"],
             "single client (mean)": [mean_local] * settings["rounds"],
             "central": [central_acc] * settings["rounds"],
         }
@@ -196,9 +221,10 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         {"method": "central (reference)", "split": "pooled", "test accuracy": central_acc}
     )
     result.metrics["central_accuracy"] = central_acc
+    result.metrics["seeds"] = seeds
     result.notes.append(
         f"{settings['n_clients']} clients, {settings['clients_per_round']} per round, "
-        f"{settings['rounds']} rounds, {local_epochs} local epochs of SGD (lr {lr}, batch {batch}); "
-        f"test set class-balanced, {len(task.y_test)} samples"
+        f"{settings['rounds']} rounds, {LOCAL_EPOCHS} local epochs of SGD (lr {LR}, batch {BATCH}); "
+        f"test set class-balanced, {first['n_test']} samples; table and curves: seed {seeds[0]}"
     )
     return result

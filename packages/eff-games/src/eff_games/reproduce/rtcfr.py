@@ -13,7 +13,13 @@ T_u = 100, alternating updates):
 
 Exploitability E = NashConv/2 (OpenSpiel's convention; the official script prints NashConv = 2E).
 Thresholds are placed away from Leduc's plateau (T ≈ 2500–6000), which moves 5× under harmless
-variants. Everything is deterministic: ``seed`` is recorded but unused.
+variants. Everything is deterministic: ``seed`` is recorded but unused, so every claim has one value
+(more seeds would repeat it).
+
+Checks (last-iterate convergence, the paper's theorem, numerically): RTCFR+'s last iterate at
+T = 10 000 on Kuhn (≤ 1e-6) and Leduc (≤ 1e-7, full mode). Paper claims (the empirical speed and
+the comparisons with CFR+): RTCFR+ at T = 5000 (Kuhn) and T = 1000 (Leduc), CFR+'s last iterate not
+converging, and RTCFR+'s last iterate below CFR+'s average (headline; Kuhn, and Leduc in full mode).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 from eff_games.efg import EFG
 from eff_games.games import load_game
 from eff_games.solve import make_solver, resolve_checkpoints, run_checkpoints
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, paper_claim
 
 __all__ = ["METHODS", "THRESHOLDS", "Threshold", "claims_for", "run", "run_comparison"]
 
@@ -45,17 +51,31 @@ class Threshold:
     op: str
     value: float | None
     baseline: tuple[str, str] | None = None
+    kind: str = "paper"  # "check": last-iterate convergence (the theorem), numerically
+    headline: bool = False
 
 
 THRESHOLDS = (
     Threshold("kuhn_poker", 5000, "rtcfr+", "last", "<=", 1e-4),
-    Threshold("kuhn_poker", 10000, "rtcfr+", "last", "<=", 1e-6),
+    Threshold("kuhn_poker", 10000, "rtcfr+", "last", "<=", 1e-6, kind="check"),
     Threshold("kuhn_poker", 10000, "cfr+", "last", ">=", 1e-3),
+    Threshold(
+        "kuhn_poker", 10000, "rtcfr+", "last", "<=", None, ("cfr+", "average"), headline=True
+    ),
     Threshold("leduc_poker", 1000, "rtcfr+", "last", "<=", 5e-3),
-    Threshold("leduc_poker", 10000, "rtcfr+", "last", "<=", 1e-7),
-    Threshold("leduc_poker", 10000, "rtcfr+", "last", "<=", None, ("cfr+", "average")),
+    Threshold("leduc_poker", 10000, "rtcfr+", "last", "<=", 1e-7, kind="check"),
+    Threshold(
+        "leduc_poker", 10000, "rtcfr+", "last", "<=", None, ("cfr+", "average"), headline=True
+    ),
     Threshold("leduc_poker", 10000, "cfr+", "last", ">=", 5e-4),
 )
+PAPER_TITLE = "Efficient Last-Iterate Convergence in Solving Extensive-Form Games"
+HEADLINE = (
+    "RTCFR+ (regret-matching CFR+ on reward-transformed, regularized games) converges in the last "
+    "iterate, empirically much faster than earlier last-iterate (OMD-based) methods and no worse "
+    "than average-iterate CFR algorithms (Kuhn, Leduc, Goofspiel, Liar's Dice)"
+)
+_PAPER = "last iterate much faster than OMD-based last-iterate methods, on a par with average-iterate CFR+ (Kuhn, Leduc, ...)"
 
 
 def run_comparison(
@@ -98,16 +118,31 @@ def claims_for(game_name: str, rows: list[dict[str, Any]]) -> list[Claim]:
                 f"{game_name}, T={t.iteration}: {name} vs CFR+ {t.baseline[1]}-iterate "
                 "exploitability (threshold = the baseline's measured value)"
             )
-        claims.append(Claim(text, measured, threshold, t.op, unit=UNIT))
+        if t.kind == "check":
+            claims.append(Claim(text, measured, threshold, t.op, unit=UNIT))
+        else:
+            claims.append(
+                paper_claim(
+                    text + " (deterministic: one value)",
+                    [measured],
+                    threshold,
+                    t.op,  # type: ignore[arg-type]
+                    unit=UNIT,
+                    paper=_PAPER,
+                    headline=t.headline,
+                )
+            )
     return claims
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
     plan = {
         "quick": [("kuhn_poker", 10000, 500), ("leduc_poker", 1000, 100)],
         "full": [("kuhn_poker", 10000, 500), ("leduc_poker", 10000, 250)],
     }[mode]
-    result = Result(name="games.rtcfr", mode=mode, seed=seed)
+    result = Result(
+        name="games.rtcfr", mode=mode, seed=seed, paper_title=PAPER_TITLE, headline=HEADLINE
+    )
     for game_name, iterations, every in plan:
         game = load_game(game_name)
         rows = run_comparison(game, iterations, list(range(every, iterations + 1, every)))

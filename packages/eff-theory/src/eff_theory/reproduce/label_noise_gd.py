@@ -3,24 +3,38 @@
 Huang et al., NeurIPS 2025 (arXiv 2510.17526), Sec. 5 synthetic experiment at CPU scale: the
 two-layer ReLU² patch network on the low-SNR signal–noise model (n = 100, d = 1000, m = 10,
 ‖μ‖ = 1.5, SNR ≈ 0.095), full-batch GD vs LNGD (flip probability 0.1) vs deterministic label
-smoothing, 2000 steps at η = 0.5; plus a high-SNR control (‖μ‖ = 6) where both succeed. Every claim
-must hold for every seed (the worst seed is the measured value).
+smoothing, 2000 steps at η = 0.5; plus a high-SNR control (‖μ‖ = 6) where both succeed.
+
+Checks (optimisation convergence, every seed): GD interpolates the noisy training set (train error
+0, clean loss < 0.01). Paper claims (median over seeds: quick 1, full 5): the test errors of GD,
+LNGD and label smoothing, the GD − LNGD gap (headline), LNGD's clean loss staying Θ(1), the
+high-SNR control and the signal coefficient γ.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from eff_shared.errors import check_choice
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_theory.label_noise_gd import LNGDConfig, lngd_experiment
 
 __all__ = ["run", "summarize"]
 
-_SEEDS = {"quick": 2, "full": 4}  # seeds seed … seed + k − 1 (the spec: 0–3)
+_SEEDS = {"quick": 1, "full": 5}  # seeds seed … seed + k − 1 (the spec: 0–3; the policy: ≥ 5)
+PAPER_TITLE = "How Does Label Noise Gradient Descent Improve Generalization in the Low SNR Regime?"
+HEADLINE = (
+    "In the low-SNR signal-noise model a two-layer ReLU² network trained by GD memorises the noise "
+    "and generalises poorly, while label-noise GD suppresses noise memorisation and learns the "
+    "signal (good test error); synthetic experiment n = 100, d = 1000"
+)
+_PAPER = (
+    "Sec. 5 synthetic experiment (n = 100, d = 1000, low SNR): LNGD near-zero test error, GD poor"
+)
 LABELS = {"gd": "GD", "label_noise": "LNGD", "label_smoothing": "label smoothing"}
 
 
@@ -47,10 +61,16 @@ def summarize(experiment: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
     check_choice("mode", mode, _SEEDS)
-    seeds = [seed + i for i in range(_SEEDS[mode])]
-    result = Result(name="theory.label_noise_gd", mode=mode, seed=seed)  # type: ignore[arg-type]
+    seeds = claim_seeds(mode, seed, quick=_SEEDS["quick"], full=_SEEDS["full"])
+    result = Result(
+        name="theory.label_noise_gd",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=HEADLINE,
+    )
     low: dict[int, dict[str, Any]] = {}
     high: dict[int, dict[str, Any]] = {}
     with threadpool_limits(1):
@@ -72,41 +92,25 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
             final(low, "label_noise", "max_gamma"), final(low, "gd", "max_gamma"), strict=True
         )
     ]
-    every = f"worst of seeds {seeds[0]}–{seeds[-1]}"
+    kw: dict[str, Any] = {"seeds": seeds, "paper": _PAPER}
     result.claims += [
-        Claim(f"GD train error (0–1), {every}", max(final(low, "gd", "train_error")), 0.0, "<="),
-        Claim(f"GD clean training loss, {every}", max(final(low, "gd", "clean_loss")), 0.01, "<"),
-        Claim(f"GD test error, {every}", min(gd_test), 0.40, ">="),
-        Claim(f"LNGD test error, {every}", max(ln_test), 0.05, "<="),
-        Claim(
-            f"LNGD clean training loss (stays Θ(1)), {every}",
-            min(final(low, "label_noise", "clean_loss")),
-            0.05,
-            ">=",
-        ),
-        Claim(f"test-error gap GD − LNGD, {every}", min(gaps), 0.35, ">="),
-        Claim(
-            f"label smoothing (expected LNGD loss) test error, {every}",
-            min(final(low, "label_smoothing", "test_error")),
-            0.40,
-            ">=",
-        ),
-        Claim(
-            f"high-SNR control (‖μ‖=6, 1000 steps): GD test error, {every}",
-            max(final(high, "gd", "test_error")),
-            0.05,
-            "<=",
-        ),
-        Claim(
-            f"high-SNR control (‖μ‖=6, 1000 steps): LNGD test error, {every}",
-            max(final(high, "label_noise", "test_error")),
-            0.05,
-            "<=",
-        ),
-        Claim(
-            f"signal learning: LNGD max γ − GD max γ at the end, {every}", min(gamma_gap), 0.0, ">"
-        ),
-    ]
+        Claim("GD train error (0–1), every seed", math.nan, 0.0, "<=",
+              values=final(low, "gd", "train_error"), seeds=seeds),
+        Claim("GD clean training loss, every seed", math.nan, 0.01, "<",
+              values=final(low, "gd", "clean_loss"), seeds=seeds),
+        paper_claim("GD test error", gd_test, 0.40, ">=", **kw),
+        paper_claim("LNGD test error", ln_test, 0.05, "<=", **kw),
+        paper_claim("LNGD clean training loss (stays Θ(1))", final(low, "label_noise", "clean_loss"),
+                    0.05, ">=", **kw),
+        paper_claim("test-error gap GD − LNGD", gaps, 0.35, ">=", headline=True, **kw),
+        paper_claim("label smoothing (expected LNGD loss) test error",
+                    final(low, "label_smoothing", "test_error"), 0.40, ">=", **kw),
+        paper_claim("high-SNR control (‖μ‖=6, 1000 steps): GD test error",
+                    final(high, "gd", "test_error"), 0.05, "<=", **kw),
+        paper_claim("high-SNR control (‖μ‖=6, 1000 steps): LNGD test error",
+                    final(high, "label_noise", "test_error"), 0.05, "<=", **kw),
+        paper_claim("signal learning: LNGD max γ − GD max γ at the end", gamma_gap, 0.0, ">", **kw),
+    ]  # fmt: skip
     first = low[seeds[0]]
     steps = first["gd"].history["step"]
     result.series["test_error"] = {

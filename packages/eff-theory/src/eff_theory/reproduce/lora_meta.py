@@ -8,18 +8,23 @@ A* + mean_t U*_tU*_tᵀ and leaves an error floor that no amount of fine-tuning 
 Setting (official defaults, numpy on sufficient statistics): d = 10, k = 1, T = 3 retraining
 tasks of N = 2000 samples, noise std 0.1; test adaptation by reduced-rank regression (exact rank-k
 optimum) with the same n′ samples for every base; metric: population excess risk
-‖A*_{T+1} − Â − UVᵀ‖²_F. Reference: an oracle adapting from A* itself. Medians over seeds.
+‖A*_{T+1} − Â − UVᵀ‖²_F. Reference: an oracle adapting from A* itself.
+
+Checks (the theorems' consequences, every seed): LoRA-ML's retrained base recovers A*; SR's
+excess risk has a floor that fine-tuning data does not remove. Paper claims (median over seeds:
+quick 3, full 5): LoRA-ML within 2× the oracle, SR ≥ 100× LoRA-ML (headline), the ≈ 1/n′ rate.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import make_rng
 from eff_theory.lora_meta import (
     LoRAMetaLearner,
@@ -75,11 +80,24 @@ def compare_bases(
     return {"excess": excess, "base_error": base_err}
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
+PAPER_TITLE = "Provable Meta-Learning with Low-Rank Adaptations"
+HEADLINE = (
+    "Retraining with per-task low-rank adapters (LoRA-ML) recovers the shared structure, so "
+    "rank-k adaptation of a new task reaches the information floor, while standard retraining "
+    "leaves an error floor (linear models: theorem; sigmoid networks, CIFAR-10, ConvAI2: experiments)"
+)
+_PAPER = (
+    "linear task family (d = 10, k = 1, T = 3): LoRA-ML's adapted risk near the oracle's, standard "
+    "retraining's stays at a floor (the paper's synthetic figures)"
+)
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
     cfg = _SETTINGS[mode]
     grid = cfg["n_finetune"]
+    seeds_ = claim_seeds(mode, seed, quick=_SETTINGS["quick"]["seeds"], full=cfg["seeds"])
     with threadpool_limits(1):
-        runs = [compare_bases(seed + i, n_finetune=grid) for i in range(cfg["seeds"])]
+        runs = [compare_bases(s, n_finetune=grid) for s in seeds_]
         t2 = None
         if cfg["t2"]:
             with warnings.catch_warnings():
@@ -90,39 +108,38 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         return float(np.median([r["excess"][method][n] for r in runs]))
 
     base_ml = float(np.median([r["base_error"]["LoRA-ML"] for r in runs]))
-    result = Result(name="theory.lora_meta", mode=mode, seed=seed)
-    seeds = f"median of {cfg['seeds']} seeds"
+    result = Result(
+        name="theory.lora_meta", mode=mode, seed=seed, paper_title=PAPER_TITLE, headline=HEADLINE
+    )
+
+    def per(fn: Any) -> list[float]:
+        return [float(fn(r["excess"])) for r in runs]
+
+    kw: dict[str, Any] = {"seeds": seeds_, "paper": _PAPER}
     result.claims = [
-        Claim(
-            f"n'=100: excess risk LoRA-ML / oracle ({seeds}; limit 1)",
-            med("LoRA-ML", 100) / med("oracle", 100),
-            2.0,
-            "<=",
-            "x",
+        paper_claim(
+            "n'=100: excess risk LoRA-ML / oracle (limit 1)",
+            per(lambda e: e["LoRA-ML"][100] / e["oracle"][100]), 2.0, "<=", unit="x", **kw,
+        ),
+        paper_claim(
+            "n'=100: excess risk SR / LoRA-ML",
+            per(lambda e: e["SR"][100] / e["LoRA-ML"][100]), 100.0, ">=", unit="x", headline=True,
+            **kw,
         ),
         Claim(
-            f"n'=100: excess risk SR / LoRA-ML ({seeds})",
-            med("SR", 100) / med("LoRA-ML", 100),
-            100.0,
-            ">=",
-            "x",
+            "LoRA-ML base recovery ‖Â−A*‖²/‖A*‖², every seed", math.nan, 1e-3, "<=",
+            values=[r["base_error"]["LoRA-ML"] for r in runs], seeds=seeds_,
         ),
-        Claim(f"LoRA-ML base recovery ‖Â−A*‖²/‖A*‖² ({seeds})", base_ml, 1e-3, "<="),
-        Claim(
+        paper_claim(
             "rate: LoRA-ML excess risk at n'=400 / at n'=50 (≈1/n until the retraining floor)",
-            med("LoRA-ML", 400) / med("LoRA-ML", 50),
-            0.5,
-            "<=",
-            "x",
+            per(lambda e: e["LoRA-ML"][400] / e["LoRA-ML"][50]), 0.5, "<=", unit="x", **kw,
         ),
         Claim(
-            "SR floor: SR excess risk at n'=1600 / at n'=50 (does not shrink with n')",
-            med("SR", 1600) / med("SR", 50),
-            0.5,
-            ">=",
-            "x",
+            "SR floor: SR excess risk at n'=1600 / at n'=50 (does not shrink with n'), every seed",
+            math.nan, 0.5, ">=", "x", values=per(lambda e: e["SR"][1600] / e["SR"][50]),
+            seeds=seeds_,
         ),
-    ]
+    ]  # fmt: skip
     for method in METHODS:
         result.table.append(
             {
@@ -138,7 +155,7 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
     result.metrics = {
         "base_error_LoRA-ML": base_ml,
         "base_error_SR": float(np.median([r["base_error"]["SR"] for r in runs])),
-        "seeds": [seed + i for i in range(cfg["seeds"])],
+        "seeds": seeds_,
     }
     if t2 is not None:
         for m in METHODS:

@@ -3,14 +3,16 @@
 The paper's Sec. 5 setup at CPU scale: Σ = V diag(i^{−2}) Vᵀ (λ₁ = 1, λ₂ = 1/4), X ~ N(0, Σ),
 n = 5000 samples, batched Oja with b = 25 batches against standard Oja (batch size 1), linear (LQ)
 and logarithmic (NLQ) grids of β ∈ {6, 8, 10, 12} bits, d ∈ {50, 500}, η = 2 ln n/(b·gap).
-Claims (mean sin² over the trials): NLQ is dimension-free while LQ grows with d; batching beats
-standard quantized Oja; at 12 bits batched quantized Oja matches full precision; errors do not
-grow with β.
+Check (convergence, every seed): full-precision batched Oja converges. Paper claims (mean sin²
+over the trials of a seed, median over seeds: quick 1, full 5): NLQ is dimension-free (headline)
+while LQ grows with d; batching beats standard quantized Oja; at 12 bits batched quantized Oja
+matches full precision; errors do not grow with β.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from eff_shared.errors import check_choice
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import make_rng
 from eff_theory._argcheck import check_int
 from eff_theory.quantized_oja import (
@@ -49,7 +51,16 @@ class _Settings:
     chunk: int  # trials vectorised together (memory: chunk·n·d floats)
 
 
-_MODES = {"quick": _Settings(trials=5, chunk=5), "full": _Settings(trials=10, chunk=5)}
+# quick: 4 trials of one seed (the budget); full: 10 trials at each of 5 seeds
+_MODES = {"quick": _Settings(trials=4, chunk=4), "full": _Settings(trials=10, chunk=5)}
+_N_SEEDS = {"quick": 1, "full": 5}
+PAPER_TITLE = "Low-Precision Streaming PCA"
+HEADLINE = (
+    "Batched Oja with unbiased stochastic quantization reaches the information-theoretic lower "
+    "bound on the quantization resolution up to log factors; with nonlinear (logarithmic) "
+    "quantization the error is nearly dimension-free (Sec. 5 experiments, n = 5000, d up to 500)"
+)
+_PAPER = "Sec. 5 (spiked covariance, n = 5000, b = 25): NLQ error flat in d, LQ grows with d"
 
 
 def _quantizer(scheme: str | None, bits: int, d: int) -> Any:
@@ -104,75 +115,98 @@ def sweep(
     return {k: v / trials for k, v in sums.items()}
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
     check_choice("mode", mode, _MODES)
     settings = _MODES[mode]
     dims, bits = (50, 500), (6, 8, 10, 12)
+    seeds = claim_seeds(mode, seed, quick=_N_SEEDS["quick"], full=_N_SEEDS["full"])
     with threadpool_limits(1):
-        err = sweep(dims, bits, trials=settings.trials, chunk=settings.chunk, seed=seed)
-    result = Result(name="theory.quantized_oja", mode=mode, seed=seed)  # type: ignore[arg-type]
+        errs = [
+            sweep(dims, bits, trials=settings.trials, chunk=settings.chunk, seed=s) for s in seeds
+        ]
+    err = errs[0]
+    result = Result(
+        name="theory.quantized_oja",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=HEADLINE,
+    )
     c = result.claims
+    kw: dict[str, Any] = {"seeds": seeds, "paper": _PAPER}
+
+    def per(fn: Any) -> list[float]:
+        return [float(fn(e)) for e in errs]
+
     c.append(
-        Claim(
+        paper_claim(
             "batched NLQ is dimension-free: sin²(d=500) / sin²(d=50) at 8 bits",
-            err[("batched NLQ", 500, 8)] / err[("batched NLQ", 50, 8)],
+            per(lambda e: e[("batched NLQ", 500, 8)] / e[("batched NLQ", 50, 8)]),
             2.0,
             "<=",
+            headline=True,
+            **kw,
         )
     )
     c.append(
-        Claim(
+        paper_claim(
             "batched LQ grows with d: sin²(d=500) / sin²(d=50) at 8 bits",
-            err[("batched LQ", 500, 8)] / err[("batched LQ", 50, 8)],
+            per(lambda e: e[("batched LQ", 500, 8)] / e[("batched LQ", 50, 8)]),
             3.0,
             ">=",
+            **kw,
         )
     )
     for d in dims:
         for scheme in ("LQ", "NLQ"):
             c.append(
-                Claim(
+                paper_claim(
                     f"batching helps, d={d}: standard {scheme} sin² / batched {scheme} sin² at 8 bits",
-                    err[(f"standard {scheme}", d, 8)] / err[(f"batched {scheme}", d, 8)],
+                    per(lambda e, d=d, sc=scheme: e[(f"standard {sc}", d, 8)] / e[(f"batched {sc}", d, 8)]),
                     3.0,
                     ">=",
+                    **kw,
                 )
-            )
-    ratio12 = max(
-        err[(f"batched {s}", d, 12)] / err[("batched FP", d, None)]
-        for d in dims
-        for s in ("LQ", "NLQ")
-    )
+            )  # fmt: skip
+
+    def ratio12(e: dict) -> float:
+        return max(
+            e[(f"batched {s}", d, 12)] / e[("batched FP", d, None)]
+            for d in dims
+            for s in ("LQ", "NLQ")
+        )
+
     c.append(
-        Claim(
+        paper_claim(
             "12 bits match full precision: max over d, grid of batched quantized / batched FP sin²",
-            ratio12,
+            per(ratio12),
             1.5,
             "<=",
+            **kw,
         )
     )
     c.append(
         Claim(
-            "full-precision batched Oja converges: max over d of sin²",
-            max(err[("batched FP", d, None)] for d in dims),
+            "full-precision batched Oja converges: max over d of sin², every seed",
+            math.nan,
             0.003,
             "<=",
+            values=per(lambda e: max(e[("batched FP", d, None)] for d in dims)),
+            seeds=seeds,
         )
     )
     for label in ("batched LQ", "batched NLQ", "standard LQ", "standard NLQ"):
-        worst = max(
-            err[(label, d, b1)] / err[(label, d, b0)]
-            for d in dims
-            for b0, b1 in itertools.pairwise(bits)
-        )
         c.append(
-            Claim(
+            paper_claim(
                 f"{label} error non-increasing in bits {bits}: max over d of sin²(β+2) / sin²(β)",
-                worst,
+                per(lambda e, lb=label: max(
+                    e[(lb, d, b1)] / e[(lb, d, b0)] for d in dims for b0, b1 in itertools.pairwise(bits)
+                )),
                 1.10,
                 "<=",
+                **kw,
             )
-        )
+        )  # fmt: skip
     for d in dims:
         for label, _, scheme in VARIANTS:
             row: dict[str, Any] = {"d": d, "variant": label}
@@ -189,7 +223,7 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         }
     result.metrics = {f"sin2[{k[0]},d={k[1]},bits={k[2]}]": v for k, v in err.items()}
     result.notes += [
-        f"mean sin² over {settings.trials} trials; n=5000, b=25 batches (standard: batch size 1), "
+        f"table: seed {seeds[0]}; mean sin² over {settings.trials} trials; n=5000, b=25 batches (standard: batch size 1), "
         "η = 2 ln n/(b·gap), gap 0.75; data seed (seed, 0, d), rounding/u_0 seed (seed, 1, d).",
         "Algorithm 1 and the log-grid split are reconstructed from the paper's prose (three "
         "quantizations per step; (β_e, β_m) by brute force on ζ² + δ₀²d with q_N ≥ 2).",
