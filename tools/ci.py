@@ -12,6 +12,8 @@
 4. ``eff-shared``, ``eff-games`` and ``eff-theory`` environments must not contain torch.
 5. ``integration_tests/`` in the full workspace environment (CLI end to end, Flower simulation).
 6. ``ruff check`` and ``ruff format --check``.
+7. With ``--wheels``: ``tools/release.py`` builds the 8 wheels and sdists, checks their metadata,
+   and runs every package's tests against its wheel installed alone in a fresh venv.
 
 Options: ``--package NAME`` (repeatable) to run only those packages (integration tests and lint
 still run unless ``--no-integration`` / ``--no-lint``), ``--skip-slow`` to deselect ``slow`` tests.
@@ -195,6 +197,12 @@ def main() -> None:
     parser.add_argument("--skip-slow", action="store_true", help="deselect tests marked slow")
     parser.add_argument("--no-integration", action="store_true", help="skip integration_tests/")
     parser.add_argument("--no-lint", action="store_true", help="skip ruff")
+    parser.add_argument(
+        "--wheels",
+        action="store_true",
+        help="also build every wheel and run each package's tests from its wheel installed alone "
+        "in a fresh venv outside the workspace (tools/release.py)",
+    )
     args = parser.parse_args()
     t0 = time.perf_counter()
 
@@ -206,6 +214,16 @@ def main() -> None:
         run_package(pkg, tools, args.skip_slow)
         if test_extras(pkg):
             run_package(pkg, tools, args.skip_slow, test_extras(pkg))
+    if args.wheels:
+        log("wheels: every package built, installed alone from dist/ and tested there")
+        sh(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "release.py"),
+                *(["--skip-slow"] if args.skip_slow else []),
+                *[a for p in args.package or [] for a in ("--package", p)],
+            ]
+        )
     if not args.no_integration:
         log("integration tests in the workspace environment")
         sh(
