@@ -535,32 +535,29 @@ def test_bad_input_raises_named_errors():
 
 @pytest.mark.slow
 def test_quick_reproduction_claims():
-    """Quick mode (8 held-out / 32 training prompts) reuses the trained pair of the fixtures.
+    """Quick mode (8 held-out / 32 training prompts, seed 0) reuses the trained pair of the fixtures.
 
-    Asserted: exact match in every mode (incl. HF UAD), hybrid > base drafter by ≥ 0.5 τ,
-    1 ≤ τ ≤ k + 1, and that the n-gram cache helps the oracle drafter (τ and acceptance gains > 0).
-    The size of the oracle gains is judged against the spec (+0.3 τ, +0.15 acceptance) by the
-    reproduction only: it depends on how many merged tokens the tiny target's greedy text holds,
-    which changes with the CPU's float kernels (seed 0, full mode: +0.89 τ on the machine of the
-    README's numbers, +0.29 τ / +0.09 acceptance on an AVX-512 one; quick mode there +0.22 /
-    +0.07). Not asserted: the two "hybrid − L_DM" claims — they did not reproduce (merged tokens
-    use several of the k = 4 draft slots, so the hybrid drafter proposes fewer target tokens per
-    round; see the README)."""
+    Every check passes (exact match in every mode incl. HF UAD, 1 ≤ τ ≤ k + 1) and no claim FAILs.
+    The oracle cache gains are paper claims whose size depends on how many merged tokens the tiny
+    target's greedy text holds, which changes with the CPU's float kernels (seed 0, full mode:
+    +0.89 τ on the machine of the README's numbers, +0.29 τ / +0.09 acceptance on an AVX-512 one;
+    quick mode there +0.22 / +0.07): this test asserts only that the cache helps (> 0). The two
+    "hybrid − L_DM" claims are judged in full mode only (median over seeds 0-4)."""
     from eff_llm.reproduce.omnidraft import run
 
     result = run("quick", 0)
-    reported = (
-        "τ: hybrid-distilled − L_DM-distilled",
-        "acceptance: hybrid-distilled",
-        "oracle drafter τ: DM + cache",
-        "oracle drafter acceptance: DM + cache",
-    )
-    asserted = [c for c in result.claims if not c.text.startswith(reported)]
-    assert len(asserted) == len(result.claims) - 4
-    failed = [(c.text, c.measured) for c in asserted if not c.passed]
+    checks = [c for c in result.claims if c.kind == "check"]
+    failed = [(c.text, c.values) for c in checks if not c.passed]
     assert not failed, failed
-    oracle = [c for c in result.claims if c.text.startswith(reported[2:])]
+    assert len(checks) == 11
+    paper = {c.text: c for c in result.claims if c.kind == "paper"}
+    assert len(paper) == 5
+    assert paper["τ: hybrid-distilled − base drafter (both DM + cache)"].passed
+    assert paper["τ: hybrid-distilled − base drafter (both DM + cache)"].headline
+    oracle = [c for t, c in paper.items() if t.startswith("oracle drafter")]
     assert len(oracle) == 2 and all(c.measured > 0 for c in oracle), [
         (c.text, c.measured) for c in oracle
     ]
+    hybrid_vs_dm = [c for t, c in paper.items() if "L_DM-distilled" in t]
+    assert len(hybrid_vs_dm) == 2 and all(c.verdict("quick") == "not judged" for c in hybrid_vs_dm)
     assert any("HF UAD" in n for n in result.notes)

@@ -20,6 +20,13 @@ sub-tokens are entries of the cache filled while collecting the responses); the 
 the distilled drafter. Each learned mode starts from the same cache (filled online while collecting
 the training responses). τ = committed tokens per target forward (bonus included), counted for HF
 UAD by a forward hook on the target.
+
+Claims (``claims.md``): checks — exact match with the target's greedy output in every mode (every
+seed), 1 ≤ τ ≤ k + 1; paper claims over seeds (median; full mode seeds 0–4 — one seed per
+experiment trains a new target and drafter — quick mode the master seed only, trimmed): the
+oracle drafter's cache gains (τ, acceptance), hybrid-distilled − base drafter τ (the headline:
+online distillation is what buys the speed-up), and hybrid − L_DM-only (acceptance ≥ +0.05
+reproduces, τ ≥ +0.05 xfail; full mode only: one seed cannot resolve them).
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from eff_llm.omnidraft import (
     omnidraft_generate,
 )
 from eff_shared.errors import check_choice, check_positive
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["OmniDraftRunConfig", "build_pair", "evaluate", "hf_uad", "prompts", "run"]
 
@@ -361,16 +368,39 @@ def experiment(cfg: OmniDraftRunConfig, seed: int) -> dict:
     }
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: OmniDraftRunConfig | None = None) -> Result:
-    cfg = cfg or (
-        OmniDraftRunConfig() if mode == "full" else OmniDraftRunConfig(prompts=8, train_prompts=32)
-    )
+PAPER_TITLE = (
+    "OmniDraft: A Cross-Vocabulary, Online Adaptive Drafter for On-Device Speculative Decoding"
+)
+PAPER_HEADLINE = (
+    "one Llama-68M drafter serves Vicuna-7B, Qwen2-7B and Llama3-8B targets through the n-gram "
+    "cache and online hybrid distillation: up to 1.5-2x speed-up"
+)
+_PAPER = "up to 1.5-2x speed-up, Llama-68M drafter with Vicuna-7B / Qwen2-7B / Llama3-8B (math, code, text)"
+
+
+def _quick_config() -> OmniDraftRunConfig:
+    # Quick mode: fewer prompts (the budget); full mode is the spec's setting. The 400 training
+    # steps stay: at 250 the target collapses (val CE 5.40, its greedy text holds no merged
+    # token, the cache stays empty and every cache claim reads 0).
+    return OmniDraftRunConfig(prompts=8, train_prompts=32)
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: OmniDraftRunConfig | None = None) -> Result:
+    cfg = cfg or (OmniDraftRunConfig() if mode == "full" else _quick_config())
     if set(cfg.distill) != {"dm", "hybrid"} or not cfg.uad:
         raise ValueError("the llm.omnidraft claims need distill=('dm', 'hybrid') and uad=True")
     torch.set_num_threads(1)
-    out = experiment(cfg, seed)
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    outs = {s: experiment(cfg, s) for s in seeds}
+    out = outs[seed]
     rows = out["rows"]
-    result = Result(name="llm.omnidraft", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result = Result(
+        name="llm.omnidraft",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=PAPER_HEADLINE,
+    )
     result.table = [
         {
             "mode": name,
@@ -382,57 +412,121 @@ def run(mode: str = "quick", seed: int = 0, cfg: OmniDraftRunConfig | None = Non
         }
         for name, r in rows.items()
     ]
-    hyb = rows[f"distilled L_DM + {cfg.lam:g}·L_Ngram, DM + cache"]
-    ldm = rows["distilled L_DM, DM + cache"]
-    base = rows["base drafter, DM + cache"]
-    o_dm, o_c = rows["oracle DM"], rows["oracle DM + cache"]
+    hyb_name = f"distilled L_DM + {cfg.lam:g}·L_Ngram, DM + cache"
+    ldm_name, base_name = "distilled L_DM, DM + cache", "base drafter, DM + cache"
     k = cfg.num_draft_tokens
+
+    def per_seed(fn) -> list[float]:
+        return [float(fn(outs[s]["rows"])) for s in seeds]
+
+    def diff(a: str, b: str, key: str):
+        return per_seed(lambda r: r[a][key] - r[b][key])
+
     result.claims += [
         Claim(
-            f"exact match with target greedy: {name} (fraction of prompts)", r["exact_match"], 1.0
+            f"exact match with target greedy: {name} (fraction of prompts, every seed)",
+            0.0,
+            1.0,
+            values=per_seed(lambda r, n=name: r[n]["exact_match"]),
+            seeds=seeds,
         )
-        for name, r in rows.items()
+        for name in rows
     ]
     result.claims += [
-        Claim("oracle drafter τ: DM + cache − DM only", o_c["tau"] - o_dm["tau"], 0.3),
         Claim(
-            "oracle drafter acceptance: DM + cache − DM only",
-            o_c["acceptance"] - o_dm["acceptance"],
-            0.15,
+            "min τ over all modes (≥ 1, every seed)",
+            0.0,
+            1.0,
+            values=per_seed(lambda r: min(m["tau"] for m in r.values())),
+            seeds=seeds,
         ),
         Claim(
-            "τ: hybrid-distilled − base drafter (both DM + cache)", hyb["tau"] - base["tau"], 0.5
-        ),
-        Claim("τ: hybrid-distilled − L_DM-distilled", hyb["tau"] - ldm["tau"], 0.05),
-        Claim(
-            "acceptance: hybrid-distilled − L_DM-distilled",
-            hyb["acceptance"] - ldm["acceptance"],
-            0.05,
-        ),
-        Claim("min τ over all modes (≥ 1)", min(r["tau"] for r in rows.values()), 1.0),
-        Claim(
-            f"max τ over all modes (≤ k + 1 = {k + 1})",
-            max(r["tau"] for r in rows.values()),
+            f"max τ over all modes (≤ k + 1 = {k + 1}, every seed)",
+            0.0,
             k + 1,
             "<=",
+            values=per_seed(lambda r: max(m["tau"] for m in r.values())),
+            seeds=seeds,
+        ),
+        paper_claim(
+            "τ: hybrid-distilled − base drafter (both DM + cache)",
+            diff(hyb_name, base_name, "tau"),
+            0.5,
+            seeds=seeds,
+            paper=_PAPER,
+            headline=True,
+        ),
+        paper_claim(
+            "oracle drafter τ: DM + cache − DM only",
+            diff("oracle DM + cache", "oracle DM", "tau"),
+            0.3,
+            seeds=seeds,
+            paper="the n-gram cache removes false rejections of merged tokens (no number of its own)",
+        ),
+        paper_claim(
+            "oracle drafter acceptance: DM + cache − DM only",
+            diff("oracle DM + cache", "oracle DM", "acceptance"),
+            0.15,
+            seeds=seeds,
+            paper="the n-gram cache removes false rejections of merged tokens (no number of its own)",
+        ),
+        paper_claim(
+            "acceptance: hybrid-distilled − L_DM-distilled",
+            diff(hyb_name, ldm_name, "acceptance"),
+            0.05,
+            seeds=seeds,
+            paper="hybrid distillation (L_DM + L_Ngram) above L_DM only in acceptance rate",
+            modes=("full",),
+        ),
+        paper_claim(
+            "τ: hybrid-distilled − L_DM-distilled",
+            diff(hyb_name, ldm_name, "tau"),
+            0.05,
+            seeds=seeds,
+            expected="xfail",
+            reason=(
+                "seed noise at 12 prompts (median +0.00 over seeds 0-4); merged tokens take "
+                "several of the k = 4 draft slots"
+            ),
+            paper="hybrid distillation (L_DM + L_Ngram) above L_DM only in speed-up",
+            modes=("full",),
         ),
     ]
     result.metrics.update({**out, "config": asdict(cfg)})
     result.metrics.pop("rows")
     result.metrics["modes"] = rows
+    result.metrics["per_seed"] = {
+        s: {
+            "modes": {
+                n: {"tau": r["tau"], "acceptance": r.get("acceptance")}
+                for n, r in o["rows"].items()
+            },
+            "val_ce_target": o["pair"]["val_ce_target"],
+        }
+        for s, o in outs.items()
+    }
     pair = out["pair"]
     uad = rows.get(f"HF UAD, distilled L_DM + {cfg.lam:g}·L_Ngram drafter")
+    hyb, ldm, base = rows[hyb_name], rows[ldm_name], rows[base_name]
     result.notes += [
         f"corpus sha256 {pair['sha256'][:12]}…; target val CE {pair['val_ce_target']:.3f}, drafter "
         f"val CE {pair['val_ce_drafter']:.3f} (training {pair['train_s']:.1f} s)",
-        f"{cfg.prompts} held-out prompts, {cfg.train_prompts} training prompts, k = {k}, "
-        f"{cfg.max_new_tokens} new tokens, greedy; cache after the training prompts: "
-        f"{out['train_cache_size']} entries",
+        f"{cfg.prompts} held-out prompts, {cfg.train_prompts} training prompts, {cfg.steps} "
+        f"training steps, k = {k}, {cfg.max_new_tokens} new tokens, greedy; cache after the "
+        f"training prompts: {out['train_cache_size']} entries",
     ]
     result.notes.append(
         f"target tokens proposed per round (k = {k} draft tokens; a merged token spends several): "
         f"L_DM {ldm['proposed_per_round']:.2f}, hybrid {hyb['proposed_per_round']:.2f}"
     )
+    for s in seeds:
+        r = outs[s]["rows"]
+        result.notes.append(
+            f"seed {s}: τ base {r[base_name]['tau']:.3f}, L_DM {r[ldm_name]['tau']:.3f}, hybrid "
+            f"{r[hyb_name]['tau']:.3f}; acceptance L_DM {r[ldm_name]['acceptance']:.3f}, hybrid "
+            f"{r[hyb_name]['acceptance']:.3f}; oracle τ {r['oracle DM']['tau']:.3f} → "
+            f"{r['oracle DM + cache']['tau']:.3f}"
+        )
     if uad is not None:
         result.notes.append(
             f"τ OmniDraft (hybrid, DM + cache) {hyb['tau']:.3f} vs HF UAD with the same drafter "
