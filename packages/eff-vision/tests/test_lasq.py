@@ -180,8 +180,14 @@ def test_quick_reproduction_claims_hold():
     from eff_vision.reproduce import lasq
 
     result = lasq.run("quick", seed=0)
-    assert result.error is None
-    failed = [(c.text, c.measured, c.threshold) for c in result.claims if not c.passed]
-    assert not failed, failed
-    assert len(result.claims) == 10
+    assert result.error is None and result.passed
+    verdicts = {c.text: c.verdict("quick") for c in result.claims}
+    assert "FAIL" not in verdicts.values(), verdicts
+    assert len(result.claims) == 11
+    checks = [c for c in result.claims if c.kind == "check"]
+    assert len(checks) == 8 and all(c.passed for c in checks)
+    ssim, psnr_weak, psnr_all = [c for c in result.claims if c.kind == "paper"]
+    assert ssim.verdict("quick") == psnr_weak.verdict("quick") == "pass"
+    assert psnr_all.expected == "xfail" and psnr_all.verdict("quick") == "xfail"
+    assert ssim.n_seeds >= 1 and ssim.headline and psnr_all.headline
     assert len(result.table) == 7

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from eff_shared.reproduce import Claim, Result
+from eff_shared.errors import check_choice
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed, make_rng
 from eff_vision.data.images import sample_image
 from eff_vision.data.lowlight import synthetic_low_light
@@ -180,22 +181,55 @@ def _mechanics(low: np.ndarray, gammas: list[np.ndarray], seed: int) -> dict[str
     }
 
 
-def run(mode: str = "quick", seed: int = 0) -> Result:
+PAPER = ("LOL / LSRW-style benchmarks: unsupervised LASQ beats classic and unsupervised low-light "
+         "enhancement in PSNR and SSIM (numbers not retrieved)")  # fmt: skip
+
+
+def _one_seed(cfg: LASQReproConfig, seed: int) -> dict[str, Any]:
+    """Every method on the low-light images of one seed (the seed draws the noise)."""
+    out = experiment(cfg, seed)
+    rows = {r["method"]: r for r in out["rows"]}
+    regions = f"LASQ prior, {cfg.regions} regions"
+    per_pixel = rows["LASQ prior, per pixel"]["PSNR"]
+    return {
+        "out": out, "rows": rows,
+        "ssim": rows[regions]["SSIM"] - max(rows[b]["SSIM"] for b in BASELINES),
+        "psnr_weak": per_pixel - max(rows[b]["PSNR"] for b in ("CLAHE", "HE", "MSRCR")),
+        "psnr_all": per_pixel - max(rows[b]["PSNR"] for b in BASELINES),
+    }  # fmt: skip
+
+
+def run(mode: Mode = "quick", seed: int = 0) -> Result:
+    """Paper claims over seeds (quick: 2 seeds; full: seeds seed..seed+4; the seed draws the
+    low-light noise); the prior's mechanics and the learned student's smoke test are checks."""
+    check_choice("mode", mode, ["quick", "full"])
     cfg = LASQReproConfig(
         smoke_pretrain_steps=60 if mode == "full" else 30, smoke_steps=300 if mode == "full" else 40
     )
-    out = experiment(cfg, seed)
-    rows = {r["method"]: r for r in out["rows"]}
-    result = Result(name="vision.lasq", mode=mode, seed=seed)  # type: ignore[arg-type]
+    seeds = claim_seeds(mode, seed, quick=2, full=5)
+    per = {s: _one_seed(cfg, s) for s in seeds}
+    out, rows = per[seed]["out"], per[seed]["rows"]
+    result = Result(
+        name="vision.lasq", mode=mode, seed=seed,
+        paper_title="LASQ: Unsupervised Hierarchical Learning for Illumination Enhancement",
+        headline="a training-free luminance-adaptive prior (power-law γ map, MCMC refinement, "
+        "hierarchical luminance layers) guides an unsupervised diffusion student that beats unsupervised "
+        "low-light enhancement methods in PSNR and SSIM (numbers not retrieved)",
+    )  # fmt: skip
     result.table = out["rows"]
     regions = f"LASQ prior, {cfg.regions} regions"
-    best_ssim = max(rows[b]["SSIM"] for b in BASELINES)
-    weak_psnr = max(rows[b]["PSNR"] for b in ("CLAHE", "HE", "MSRCR"))
     mech = _mechanics(out["low"], out["gammas"], seed)
     smoke = smoke_learned(cfg.smoke_pretrain_steps, cfg.smoke_steps, seed)
+    vals = lambda key: [per[s][key] for s in seeds]  # noqa: E731
     result.claims += [
-        Claim(f"SSIM({regions}) − max SSIM of all baselines", rows[regions]["SSIM"] - best_ssim, 0.05, ">="),
-        Claim("PSNR(LASQ prior, per pixel) − max PSNR(CLAHE, HE, MSRCR), dB", rows["LASQ prior, per pixel"]["PSNR"] - weak_psnr, 1.0, ">="),
+        paper_claim(f"SSIM({regions}) − max SSIM of all baselines", vals("ssim"), 0.05, ">=", seeds=seeds,
+                    paper=PAPER, headline=True),
+        paper_claim("PSNR(LASQ prior, per pixel) − max PSNR(CLAHE, HE, MSRCR), dB", vals("psnr_weak"), 1.0, ">=",
+                    seeds=seeds, paper=PAPER),
+        paper_claim("PSNR(LASQ prior, per pixel) − max PSNR of all baselines (automatic gamma included), dB",
+                    vals("psnr_all"), 0.0, ">=", seeds=seeds, paper=PAPER, headline=True, expected="xfail",
+                    reason="the synthetic degradation is itself a global power law, so automatic gamma wins "
+                    "PSNR (seed 0: 17.81 vs 16.05 dB)"),
         Claim("refined γ map: minimum over the images", mech["gamma_min"], 0.3, ">="),
         Claim("refined γ map: maximum over the images", mech["gamma_max"], 3.5, "<="),
         Claim("partition(γ, 1) vs the per-channel global mean γ, max abs difference", mech["global_dev"], 1e-12, "<="),
@@ -209,6 +243,8 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         "best_baseline_psnr": max(rows[b]["PSNR"] for b in BASELINES),
         "auto_gamma_minus_prior_psnr": rows["auto gamma"]["PSNR"] - rows["LASQ prior, per pixel"]["PSNR"],
         "mechanics": mech, "smoke_first_loss": smoke["first"], "smoke_last_loss": smoke["last"],
+        "seeds": seeds,
+        "per_seed": {str(s): {k: per[s][k] for k in ("ssim", "psnr_weak", "psnr_all")} for s in seeds},
     }  # fmt: skip
     result.series["lasq_smoke_loss"] = {
         "x": list(range(len(smoke["loss"]))),
@@ -220,6 +256,6 @@ def run(mode: str = "quick", seed: int = 0) -> Result:
         "global power law (spec: the paper's PSNR claim is not expected to hold here).",
         "The learned CTDN + DDPM student runs only as a smoke test (the paper trains it for 2500 "
         "epochs on 4 GPUs); no quality threshold.",
-        f"Other seeds change only the noise of the synthetic low light; seed {seed} here.",
+        f"Seeds {seeds} change only the noise of the synthetic low light (the table is seed {seed}).",
     ]
     return result
