@@ -425,20 +425,19 @@ def test_bad_inputs():
 
 @pytest.mark.slow
 def test_quick_reproduction_claims_hold():
-    """Every claim except 'CLIC swap-att ≥ CLIP-FT − 0.02', which does not reproduce (seed 0: −0.0225
-    in quick mode, −0.065 in full mode): the tiny CLIP never binds colours to objects (swap-att
-    stays near chance for every model, standard error ≈ 0.025 at 400 test images) and CLIC's
-    between-caption negatives are not the within-caption swaps the test measures."""
+    """Quick mode is a smoke run: every check holds; the two paper claims (R@1 non-inferiority,
+    and swap-att non-inferiority vs CLIP-FT, expected xfail: the tiny CLIP never binds colours to
+    objects) are computed at one seed and judged in full mode."""
     from eff_vision.reproduce import clic
 
     result = clic.run("quick", seed=0)
-    assert result.error is None
-    excluded = {
-        c.text for c in result.claims if c.text.startswith("CLIC swap-att − CLIP-FT swap-att")
-    }
-    assert len(excluded) == 1
-    failed = [
-        (c.text, c.measured) for c in result.claims if not c.passed and c.text not in excluded
-    ]
-    assert not failed, failed
+    assert result.error is None and result.passed
+    verdicts = {c.text: c.verdict("quick") for c in result.claims}
+    assert "FAIL" not in verdicts.values(), verdicts
+    checks = [c for c in result.claims if c.kind == "check"]
+    assert all(c.verdict("quick") == "pass" for c in checks)
+    paper = {c.text: c for c in result.claims if c.kind == "paper"}
+    assert len(paper) == 2 and all(c.modes == ("full",) for c in paper.values())
+    swap = paper["CLIC swap-att − CLIP-FT swap-att (non-inferiority)"]
+    assert swap.expected == "xfail" and swap.headline and swap.reason and swap.paper
     assert [r["method"] for r in result.table] == ["pretrained", "CLIP-FT", "NegCLIP", "CLIC"]
