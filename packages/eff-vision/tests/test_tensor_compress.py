@@ -277,10 +277,13 @@ def test_quick_reproduction_claims_hold():
     from eff_vision.reproduce import tensor_compress
 
     result = tensor_compress.run("quick", seed=0)
-    assert result.error is None
+    assert result.error is None and result.passed
     failed = [(c.text, c.measured, c.threshold) for c in result.claims if not c.passed]
     assert not failed, failed
+    assert all(c.verdict("quick") == "pass" for c in result.claims)
     assert len(result.claims) == 13
+    paper = [c for c in result.claims if c.kind == "paper"]
+    assert len(paper) == 4 and sum(c.headline for c in paper) == 2 and all(c.paper for c in paper)
     methods = [r["method"] for r in result.table]
     assert methods[:5] == [
         "original",
