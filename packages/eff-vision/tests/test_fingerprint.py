@@ -197,7 +197,10 @@ def test_quick_reproduction_claims_hold():
     from eff_vision.reproduce import fingerprint
 
     result = fingerprint.run("quick", seed=0)
-    assert result.error is None
+    assert result.error is None and result.passed
     failed = [(c.text, c.measured, c.threshold) for c in result.claims if not c.passed]
     assert not failed, failed
+    assert all(c.verdict("quick") == "pass" for c in result.claims)
     assert len(result.claims) == 17
+    paper = [c for c in result.claims if c.kind == "paper"]
+    assert len(paper) == 2 and paper[0].headline and "naive" in paper[0].text
