@@ -262,17 +262,20 @@ def test_trainer_integration_uses_the_sampler_and_updates_mu(tmp_path):
 
 @pytest.mark.slow
 def test_quick_reproduction_claims():
-    """All mechanism claims must hold. The end-to-end claim (GAIN-RL reaches 80 % train accuracy in
-    ≤ 1.0× the steps of uniform sampling) is excluded: on our toy neither sampler reaches 80 % within
-    the quick budget (300 steps), and GAIN-RL's forward-only schedule ends on the low-angle tail
-    (forgetting the rest), so it is reported as a failed claim."""
+    """Every mechanism check holds; the end-to-end claims are xfail paper claims (claims.md): the
+    step ratio is judged in full mode only (neither sampler reaches 80 % in quick mode's 100 steps),
+    the accuracy gap at equal steps is run and does not reproduce. The premise diagnostic (angle vs
+    per-prompt gain Spearman) is printed."""
     from eff_llm.reproduce.gain_rl import run
 
     result = run("quick", 0)
-    failed = [
-        (c.text, c.measured)
-        for c in result.claims
-        if not c.passed and not c.text.startswith("steps to 80")
-    ]
-    assert not failed, failed
-    assert len(result.claims) == 10
+    verdicts = {c.text: c.verdict("quick") for c in result.claims}
+    assert result.passed and "FAIL" not in verdicts.values(), verdicts
+    checks = [c for c in result.claims if c.kind == "check"]
+    assert len(checks) == 9 and all(c.passed for c in checks)
+    ratio, gap = (c for c in result.claims if c.kind == "paper")
+    assert ratio.headline and ratio.expected == "xfail" and ratio.verdict("quick") == "not judged"
+    assert gap.expected == "xfail" and gap.verdict("quick") in ("xfail", "reproduced (unexpected)")
+    assert len(result.claims) == 11
+    assert any("Spearman" in n for n in result.notes)
+    assert len(result.metrics["premise_spearman"]) == 1

@@ -6,6 +6,14 @@ its clipping and μ's monotonicity; seeded determinism; the GRPO loss is zero wh
 are equal. End to end: GAIN-RL reaches 80 % train accuracy in ≤ 1.0× the steps of uniform sampling
 (median of the seeds; stretch ≤ 0.8×, printed).
 
+Claims (``claims.md``): every mechanism item is a check. End to end is a paper claim, expected
+``xfail`` on this toy: the step ratio over 5 seeds of ≤ 1200 steps (full mode only: in quick
+mode's 100 steps neither arm reaches 80 %; GAIN-RL's steps are censored at the budget, so a ratio
+is a lower bound) and GAIN-RL − uniform train accuracy at equal steps (both modes). The paper's
+premise is printed as a diagnostic: the Spearman correlation between the prompts' angle
+concentration and their per-prompt gain in accuracy (0/1 correct, after − before) from uniform
+GRPO training (on this toy it is near 0).
+
 Toy (ours, as the spec describes it): a tiny Llama policy (h 64, 2 layers) on (a + b) mod 16; each of
 the 256 pairs appears in ``variants`` prompts ``[d_1 … d_8, a, +, b, SEP]`` whose 8 distractor
 tokens are drawn from a prompt-specific number (1–8) of distinct distractor ids, so the angle
@@ -49,9 +57,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+from scipy import stats
 
 from eff_shared.errors import check_choice, check_positive
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, paper_claim
 
 from .._data import arithmetic_table
 from .._lm_train import single_thread
@@ -250,6 +259,8 @@ def end_to_end(
     from ..gain_rl import greedy_accuracy
 
     out["warm_accuracy"] = greedy_accuracy(warm, task["prompts"], task["answers"])
+    with torch.no_grad():
+        warm_hit = warm(input_ids=task["prompts"]).logits[:, -1].argmax(-1) == task["answers"]
     for name in samplers:
         check_choice("samplers", name, ["uniform", "gainrl"])
         policy = copy.deepcopy(warm)
@@ -277,6 +288,10 @@ def end_to_end(
         with torch.no_grad():
             hit = policy(input_ids=task["prompts"]).logits[:, -1].argmax(-1) == task["answers"]
         seen = torch.isin(task["pair"], task["sft_pairs"])
+        if name == "uniform":  # the paper's premise: does the angle rank what training teaches?
+            gain = (hit.float() - warm_hit.float()).numpy()
+            rho = stats.spearmanr(signal.numpy(), gain).statistic if gain.std() > 0 else np.nan
+            out["premise_spearman"] = float(rho)
         steps_per_epoch = cfg.subset_size // cfg.prompts_per_step
         at_end = next((i for i, m in enumerate(log.mu) if m >= n - 1), None)
         out[name] = {
@@ -300,22 +315,37 @@ def end_to_end(
     return out
 
 
+PAPER_TITLE = "Angles Don't Lie: Unlocking Training-Efficient RL Through the Model's Own Signals"
+PAPER_HEADLINE = (
+    "GAIN-RL (GRPO with angle-concentration data selection) reaches vanilla GRPO's accuracy in "
+    "over 2.5x fewer training steps on math and coding tasks (Qwen2.5 0.5B-7B)"
+)
+_PAPER = "over 2.5x acceleration in training efficiency vs vanilla GRPO (GSM8K / MATH / coding, Qwen2.5 0.5B-7B)"
+
+
 @single_thread
-def run(mode: str = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None) -> Result:
-    """Quick: one end-to-end seed of at most 300 GRPO steps. Full: 3 seeds of at most 1200 steps
+def run(mode: Mode = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None) -> Result:
+    """Quick: one end-to-end seed of at most 100 GRPO steps. Full: 5 seeds of at most 1200 steps
     (median step ratio)."""
     if cfg is None:
         quick = mode == "quick"
-        cfg = GainRLReproConfig(seeds=1 if quick else 3, steps=300 if quick else 1200)
-    result = Result(name="llm.gain_rl", mode=mode, seed=seed)  # type: ignore[arg-type]
+        cfg = GainRLReproConfig(seeds=1 if quick else 5, steps=100 if quick else 1200)
+    result = Result(
+        name="llm.gain_rl",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=PAPER_HEADLINE,
+    )
     mech = _mechanism_checks(seed)
-    runs = [end_to_end(cfg, s) for s in range(seed, seed + cfg.seeds)]
+    e2e_seeds = list(range(seed, seed + cfg.seeds))
+    runs = [end_to_end(cfg, s) for s in e2e_seeds]
 
     def ratio_of(r: dict) -> float:
         g, u = r["gainrl"]["steps_to_threshold"], r["uniform"]["steps_to_threshold"]
         if u is None:  # the baseline never got there: no ratio (the claim cannot pass)
             return float("nan")
-        return float("inf") if g is None else g / u
+        return (cfg.steps if g is None else g) / u  # censored at the budget: a lower bound
 
     ratios = [ratio_of(r) for r in runs]
     defined = [x for x in ratios if not np.isnan(x)]
@@ -334,7 +364,9 @@ def run(mode: str = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None
             - u["eval_accuracy"][u["eval_steps"].index(last)]
         )
 
-    final_gap = float(np.median([gap_at_equal_steps(r) for r in runs]))
+    gaps = [gap_at_equal_steps(r) for r in runs]
+    final_gap = float(np.median(gaps))
+    rhos = [r.get("premise_spearman", float("nan")) for r in runs]
     ranges = [r["gainrl"]["train_angle_range"] for r in runs if r["gainrl"]["train_angle_range"]]
     c_lo = min((a for a, _ in ranges), default=float("nan"))
     c_hi = max((b for _, b in ranges), default=float("nan"))
@@ -360,9 +392,9 @@ def run(mode: str = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None
             ),
             "GAIN-RL: μ at the last rank after (steps)": r["gainrl"]["steps_until_mu_at_end"],
         }
-        for s, r in zip(range(seed, seed + cfg.seeds), runs, strict=True)
+        for s, r in zip(e2e_seeds, runs, strict=True)
     ]
-    over = f"median over the {cfg.seeds} seed(s) where uniform reached it"
+    over = "median over the seeds where uniform reached it"
     result.claims += [
         Claim(
             "angle metric − reference on fixed tensors (max |Δ|)", mech["angle_error"], 1e-6, "<="
@@ -387,7 +419,34 @@ def run(mode: str = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None
             1e-12,
             "<=",
         ),
-        Claim(f"steps to 80 % train accuracy: GAIN-RL / uniform ({over})", ratio, 1.0, "<="),
+        paper_claim(
+            f"steps to 80 % train accuracy: GAIN-RL / uniform ({over}; GAIN-RL censored at "
+            f"{cfg.steps} steps)",
+            [x for x in ratios if not np.isnan(x)] or [float("nan")],
+            1.0,
+            "<=",
+            seeds=[s for s, x in zip(e2e_seeds, ratios, strict=True) if not np.isnan(x)],
+            expected="xfail",
+            reason=(
+                "GAIN-RL never reaches 80 % while uniform does (480-1200 steps): the angle term "
+                "keeps mu moving every epoch and the curriculum ends on the low-angle tail"
+            ),
+            paper=_PAPER,
+            modes=("full",),
+            headline=True,
+        ),
+        paper_claim(
+            "train accuracy GAIN-RL − uniform at the last step both arms ran",
+            gaps,
+            0.0,
+            seeds=e2e_seeds,
+            expected="xfail",
+            reason=(
+                "GAIN-RL trails uniform (full mode, seeds 0-2: median -0.070): it forgets the SFT "
+                "pairs outside the low-angle tail"
+            ),
+            paper=_PAPER,
+        ),
     ]
     result.metrics.update(
         {
@@ -395,6 +454,7 @@ def run(mode: str = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None
             "runs": runs,
             "ratios": ratios,
             "final_accuracy_gap": final_gap,
+            "premise_spearman": rhos,
             "config": asdict(cfg),
         }
     )
@@ -403,7 +463,8 @@ def run(mode: str = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None
         # no square brackets: the console renders notes as rich markup ("[inf, inf]" vanished)
         f"step ratio GAIN-RL / uniform per seed: {', '.join(f'{x:g}' for x in ratios)} (nan: "
         f"uniform never reached "
-        f"{cfg.threshold:.0%} in {cfg.steps} steps; inf: only GAIN-RL did not); stretch target "
+        f"{cfg.threshold:.0%} in {cfg.steps} steps; GAIN-RL counted at {cfg.steps} when it did not: "
+        "a lower bound); stretch target "
         f"≤ 0.8 {'met' if ratio <= 0.8 else 'not met'}",
         f"train accuracy at the last step both arms ran, GAIN-RL − uniform (median): "
         f"{final_gap:+.3f}",
@@ -415,5 +476,8 @@ def run(mode: str = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None
         "only (table: accuracy on the SFT pairs vs the unseen pairs GRPO must teach)",
         "the toy task and its distractor design are ours; the paper's 2.5× speed-up is not expected "
         "at this scale (spec)",
+        "diagnostic (the paper's premise): Spearman correlation between angle concentration and "
+        "the per-prompt gain in accuracy from uniform GRPO training, per seed: "
+        f"{', '.join(f'{x:+.3f}' for x in rhos)} (median {float(np.nanmedian(rhos)):+.3f})",
     ]
     return result
