@@ -283,10 +283,16 @@ def test_train_config_validation(kwargs, match):
 
 @pytest.mark.slow
 def test_quick_reproduction_claims():
-    """All four claims are expected to hold in quick mode (the spec configuration, one seed)."""
+    """Quick mode runs the checks only (exact merged logits, trainable count) on a short run; the
+    two paper claims (LRC vs scratch, vs α = 0) are judged in full mode only (median of 5 seeds)."""
     from eff_llm.reproduce.lrc import run
 
     result = run("quick", 0)
-    failed = [(c.text, c.measured) for c in result.claims if not c.passed]
-    assert not failed, failed
+    verdicts = [c.verdict("quick") for c in result.claims]
+    assert result.passed and "FAIL" not in verdicts
+    checks = [c for c in result.claims if c.kind == "check"]
+    assert len(checks) == 2 and all(c.passed for c in checks)
+    paper = [c for c in result.claims if c.kind == "paper"]
+    assert len(paper) == 2 and all(c.verdict("quick") == "not judged" for c in paper)
+    assert paper[0].headline and "scratch" in paper[0].text
     assert len(result.claims) == 4

@@ -7,13 +7,15 @@ tokens, AdamW 3e-3 OneCycle, KL temperature 1, α = 0.2, for LRC, LRC with α = 
 architecture from scratch (``LlamaConfig(hidden 48, head_dim 32)``, 180.7k parameters). Metric: CE
 over 20 validation batches (20 × 16 windows of 64 tokens of the held-out 10 % of the corpus).
 
-The KL term is averaged per token (``kl_reduction="token"``, see the notes of the result for why);
-quick mode runs one seed, full mode three (claims on the median differences) plus two information
-rows: the code's sequence-summed KL and the paper's temperature 40.
+The KL term is averaged per token (``kl_reduction="token"``, see the notes of the result for why).
 
-Claims (thresholds of the spec): CE_LRC ≤ CE_scratch − 0.20; CE_LRC ≤ CE_LRC(α=0) − 0.10; the merged
-``LlamaForCausalLM`` logits equal the functional student's within 1e-4; trainable count
-= 7·L·d_T·d_S + d_T·d_S + (2L+1)·d_S.
+Claims (thresholds of the spec). Checks: the merged ``LlamaForCausalLM`` logits equal the functional
+student's within 1e-4; trainable count = 7·L·d_T·d_S + d_T·d_S + (2L+1)·d_S. Paper claims, the
+median over seeds 0–4 (full mode): CE_LRC ≤ CE_scratch − 0.20 (the headline) and CE_LRC ≤
+CE_LRC(α=0) − 0.10. Quick mode cannot afford one seed of the spec's training (CI budget): it trains
+a short teacher (100 steps) and LRC (40 steps) for the checks only, and judges the paper claims in
+full mode only. Full mode also prints two information rows: the code's sequence-summed KL and the
+paper's temperature 40.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 import torch
 
 from eff_shared.errors import check_choice, check_positive
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.torch import count_parameters
 
 from .._corpus import docstring_lm_data, validation_windows
@@ -205,14 +207,38 @@ def _info_variant(cfg: LRCReproConfig, seed: int, **changes) -> float:
     return evaluate_lm(model.to_student(), val)["ce"]
 
 
+PAPER_TITLE = (
+    "A Token is Worth over 1,000 Tokens: Efficient Knowledge Distillation through Low-Rank Clone"
+)
+PAPER_HEADLINE = (
+    "LRC students match or beat state-of-the-art SLMs trained on trillions of tokens with 20B "
+    "tokens: over 1,000x training efficiency (Llama-3.2-3B / Qwen2.5-3B/7B teachers)"
+)
+_PAPER = (
+    "matches or beats SLMs trained on trillions of tokens with 20B tokens (>1,000x training "
+    "efficiency), Llama-3.2-3B / Qwen2.5-3B/7B teachers"
+)
+
+#: Quick mode: the checks only (a short teacher and LRC run); full mode is the spec's setting.
+QUICK = LRCReproConfig(teacher_steps=100, steps=40, val_batches=4)
+
+
 @single_thread
-def run(mode: str = "quick", seed: int = 0, cfg: LRCReproConfig | None = None) -> Result:
-    """Quick: one seed. Full: seeds ``seed, seed+1, seed+2`` (claims on the median differences)
-    plus two information rows (the code's sequence-summed KL; the paper's temperature 40)."""
-    cfg = cfg or LRCReproConfig()
-    seeds = [seed] if mode == "quick" else [seed, seed + 1, seed + 2]
-    outs = [experiment(cfg, s) for s in seeds]
-    result = Result(name="llm.lrc", mode=mode, seed=seed)  # type: ignore[arg-type]
+def run(mode: Mode = "quick", seed: int = 0, cfg: LRCReproConfig | None = None) -> Result:
+    """Quick: one short seed for the checks (no baselines). Full: seeds ``seed … seed+4`` (paper
+    claims on the median differences) plus two information rows (the code's sequence-summed KL;
+    the paper's temperature 40)."""
+    cfg = cfg or (LRCReproConfig() if mode == "full" else QUICK)
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    baselines = BASELINES if mode == "full" else ()
+    outs = [experiment(cfg, s, baselines) for s in seeds]
+    result = Result(
+        name="llm.lrc",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=PAPER_HEADLINE,
+    )
     names = list(outs[0]["rows"])
     result.table = [
         {
@@ -228,22 +254,15 @@ def run(mode: str = "quick", seed: int = 0, cfg: LRCReproConfig | None = None) -
     def ce(o: dict, name: str) -> float:
         return o["rows"][name]["ce"]
 
-    d_scratch = [ce(o, "LRC") - ce(o, "scratch (same architecture)") for o in outs]
-    d_clone = [ce(o, "LRC") - ce(o, "LRC α=0 (no clone)") for o in outs]
-    over = f" (median of {len(seeds)} seeds)" if len(seeds) > 1 else ""
+    def diffs(name: str) -> list[float]:
+        if name not in outs[0]["rows"]:  # quick mode: no baselines trained
+            return [float("nan")]
+        return [ce(o, "LRC") - ce(o, name) for o in outs]
+
+    d_scratch = diffs("scratch (same architecture)")
+    d_clone = diffs("LRC α=0 (no clone)")
+    claim_seeds_ = seeds if mode == "full" else []
     result.claims += [
-        Claim(
-            f"val CE: LRC − scratch (same 48-wide Llama, equal tokens){over}",
-            float(np.median(d_scratch)),
-            -0.20,
-            "<=",
-        ),
-        Claim(
-            f"val CE: LRC − LRC without clone terms (α = 0){over}",
-            float(np.median(d_clone)),
-            -0.10,
-            "<=",
-        ),
         Claim(
             "max |Δlogit| merged LlamaForCausalLM vs functional student",
             max(o["checks"]["max_logit_diff"] for o in outs),
@@ -255,6 +274,25 @@ def run(mode: str = "quick", seed: int = 0, cfg: LRCReproConfig | None = None) -
             max(abs(o["checks"]["trainable"] - o["checks"]["trainable_closed_form"]) for o in outs),
             0,
             "<=",
+        ),
+        paper_claim(
+            "val CE: LRC − scratch (same 48-wide Llama, equal tokens)",
+            d_scratch,
+            -0.20,
+            "<=",
+            seeds=claim_seeds_,
+            paper=_PAPER,
+            modes=("full",),
+            headline=True,
+        ),
+        paper_claim(
+            "val CE: LRC − LRC without clone terms (α = 0)",
+            d_clone,
+            -0.10,
+            "<=",
+            seeds=claim_seeds_,
+            paper="the activation-clone terms improve the student (paper's ablation)",
+            modes=("full",),
         ),
     ]
     info = {}
