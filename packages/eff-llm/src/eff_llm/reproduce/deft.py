@@ -6,10 +6,13 @@ adapters on every linear layer: ``peft.DeftConfig(r=4)`` against ``LoraConfig(r=
 (both 4352 trainable parameters), same data stream, steps and learning rate. Accuracy is measured on
 all 256 pairs of each table.
 
-Claims (spec thresholds, seed 0): DEFT-relu '−' accuracy ≥ max(0.45, LoRA − 0.02); identity at init;
-merge → unmerge restores the weights; merged logits = unmerged; equal trainable counts; peft's
-``relu`` delta = the official formula W' − W = −P relu(P)ᵀ W + P R. The paper's retention /
-editability claim did not reproduce in the spec's prototype: the retained '+' accuracy is reported.
+Checks (master seed): the pre-training gate, identity at init; merge → unmerge restores the weights;
+merged logits = unmerged; equal trainable counts; peft's ``relu`` delta = the official formula
+W' − W = −P relu(P)ᵀ W + P R. Paper claims, the median over seeds 0–4 (full mode only: quick mode
+cannot afford one seed's adaptation runs, it adapts 20 steps for the checks): DEFT-relu '−'
+accuracy − max(0.45, LoRA − 0.02) ≥ 0 (the spec's threshold, per seed), and the paper's headline
+that DEFT keeps the old task better than LoRA (retained '+' accuracy DEFT-relu − LoRA ≥ 0; it did
+not reproduce in the spec's prototype).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import torch
 
 from eff_llm._data import arithmetic_table
 from eff_llm._models import last_token_accuracy, tiny_llama, train_last_token
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["DeftReproConfig", "formula_gap", "pretrain_base", "run"]
 
@@ -172,24 +175,47 @@ def experiment(cfg: DeftReproConfig, seed: int = 0) -> dict[str, Any]:
     return {"base_acc": base_acc, "rows": rows, "checks": checks}
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: DeftReproConfig | None = None) -> Result:
-    cfg = cfg or (
-        DeftReproConfig() if mode == "full" else DeftReproConfig(variants=("lora", "deft-relu"))
-    )
+PAPER_TITLE = "DEFT: Decompositional Efficient Fine-Tuning for Text-to-Image Models"
+PAPER_HEADLINE = (
+    "DEFT adapts text-to-image models to new concepts and tasks with state-of-the-art results "
+    "while retaining instruction ability and editability (Dreambooth, Dreambench Plus, InsDet, "
+    "VisualCloze)"
+)
+_PAPER = "state-of-the-art personalization with retained editability (Dreambooth / Dreambench Plus, Stable Diffusion)"
+
+#: Quick mode: the checks only (the full pre-training for the gate, 20 adaptation steps).
+QUICK = DeftReproConfig(variants=("lora", "deft-relu"), adapt_steps=20)
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: DeftReproConfig | None = None) -> Result:
+    cfg = cfg or (DeftReproConfig() if mode == "full" else QUICK)
     torch.set_num_threads(1)
-    out = experiment(cfg, seed)
-    acc = {r["method"]: r["new-task acc ('-')"] for r in out["rows"]}
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    outs = {s: experiment(cfg, s) for s in seeds}
+    out = outs[seed]
     lora_params = next(r["params"] for r in out["rows"] if r["method"] == "lora")
     relu = out["checks"]["deft-relu"]
-    result = Result(name="llm.deft", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result = Result(
+        name="llm.deft",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=PAPER_HEADLINE,
+    )
     result.table = out["rows"]
+
+    def per_seed(key: str) -> list[dict[str, float]]:
+        return [{r["method"]: r[key] for r in outs[s]["rows"]} for s in seeds]
+
+    new_task, retained_all = per_seed("new-task acc ('-')"), per_seed("retained acc ('+')")
     result.claims = [
-        Claim("gate: pre-trained '+' accuracy on the 256 additions", out["base_acc"], 0.95, ">="),
         Claim(
-            "DEFT-relu '-' accuracy (threshold max(0.45, LoRA - 0.02))",
-            acc["deft-relu"],
-            max(0.45, acc["lora"] - 0.02),
+            "gate: pre-trained '+' accuracy on the 256 additions (every seed)",
+            0.0,
+            0.95,
             ">=",
+            values=[outs[s]["base_acc"] for s in seeds],
+            seeds=seeds,
         ),
         Claim("DEFT identity at init: max |logits - base logits|", relu["init_gap"], 1e-5, "<="),
         Claim("merge then unmerge: max |W - W_original|", relu["unmerge_weights"], 1e-5, "<="),
@@ -206,13 +232,45 @@ def run(mode: str = "quick", seed: int = 0, cfg: DeftReproConfig | None = None) 
             1e-5,
             "<=",
         ),
+        paper_claim(
+            f"DEFT-relu '-' accuracy - max(0.45, LoRA - 0.02) after {cfg.adapt_steps} steps",
+            [a["deft-relu"] - max(0.45, a["lora"] - 0.02) for a in new_task],
+            0.0,
+            seeds=seeds,
+            paper=_PAPER,
+            modes=("full",),
+            headline=True,
+        ),
+        paper_claim(
+            "retained '+' accuracy after adapting to '-': DEFT-relu - LoRA",
+            [a["deft-relu"] - a["lora"] for a in retained_all],
+            0.0,
+            seeds=seeds,
+            expected="xfail",
+            reason=(
+                "every adapter forgets '+' at this scale (spec prototype: retained 0.148 DEFT-relu "
+                "vs 0.163 LoRA)"
+            ),
+            paper=_PAPER,
+            modes=("full",),
+            headline=True,
+        ),
     ]
-    result.metrics = {"config": asdict(cfg), "base_acc": out["base_acc"], "checks": out["checks"]}
-    retained = {r["method"]: r["retained acc ('+')"] for r in out["rows"]}
-    result.notes.append(
-        "Retention of the old task (paper: better editability / instruction retention): '+' accuracy "
-        "after adaptation "
-        + ", ".join(f"{k} {v:.3f}" for k, v in retained.items())
-        + f" (pre-trained {out['base_acc']:.3f}); not claimed, the spec's prototype did not reproduce it."
-    )
+    result.metrics = {
+        "config": asdict(cfg),
+        "base_acc": out["base_acc"],
+        "checks": out["checks"],
+        "per_seed": {
+            s: {"new_task": a, "retained": r}
+            for s, a, r in zip(seeds, new_task, retained_all, strict=True)
+        },
+    }
+    for s, a, r in zip(seeds, new_task, retained_all, strict=True):
+        result.notes.append(
+            f"seed {s}: '-' accuracy "
+            + ", ".join(f"{k} {v:.3f}" for k, v in a.items())
+            + "; retained '+' "
+            + ", ".join(f"{k} {v:.3f}" for k, v in r.items())
+            + f" (pre-trained {outs[s]['base_acc']:.3f})"
+        )
     return result
