@@ -383,6 +383,10 @@ def test_quick_reproduction_claims():
     by_text = {c.text: c for c in result.claims}
     assert len(by_text) == 7
     assert all(c.passed for c in result.claims), [c for c in result.claims if not c.passed]
+    assert result.passed and set(result.verdicts()) == {"pass"}
+    paper = [c for c in result.claims if c.kind == "paper"]
+    assert len(paper) == 2 and all(c.seeds == (0,) for c in paper)
+    assert [c.headline for c in paper] == [False, True]
     # The exact-head variant carries the adapter over at least as well as the official one.
     rows = {r["method"]: r for r in result.table}
     exact, official = rows["LoRASuite (exact heads)"], rows["LoRASuite (official heads)"]

@@ -18,10 +18,12 @@ rotation) and the transfer without LFT then does no better than no adapter (0.11
 over seeds 0–3 and the lrs and batch sizes tried). Std 1/√d keeps the real-LLM scale of the head
 weights; it also lets the old LoRA pass its guard at the pre-training lr (with 0.02 it needed 1e-2).
 
-Claims (spec thresholds, seed 0): ‖W_x − Q‖/‖Q‖ ≤ 0.15; layer map = [0, 2]; head maps = the true
-permutations; LoRASuite (official transform) without LFT ≥ no adapter + 0.10; LoRASuite + LFT ≥
-vanilla small LoRA + 0.15; and the two guards of the spec (old addition ≥ 0.95, old LoRA subtraction
-≥ 0.9) — without them the comparison is meaningless.
+Checks (spec thresholds, master seed): ‖W_x − Q‖/‖Q‖ ≤ 0.15; layer map = [0, 2]; head maps = the
+true permutations; and the two guards of the spec (old addition ≥ 0.95, old LoRA subtraction ≥ 0.9)
+— without them the comparison is meaningless. Paper claims, the median over seeds (quick mode seed 0,
+the budget; full mode seeds 0–4): LoRASuite (official transform) without LFT ≥ no adapter + 0.10;
+LoRASuite + LFT ≥ vanilla small LoRA + 0.15 (the paper's headline). Quick mode skips the exact-head
+variant (information).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import torch
 
 from eff_llm._data import arithmetic_table, arithmetic_vocab
 from eff_llm._models import last_token_accuracy, tiny_llama, train_last_token
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["LoRASuiteReproConfig", "experiment", "run"]
 
@@ -63,6 +65,7 @@ class LoRASuiteReproConfig:
     lft_lr: float = 1e-3
     batch_size: int = 128
     full_retrain: bool = False  # also train a LoRA on the new model from scratch (cost ratio)
+    head_modes: tuple[str, ...] = ("official", "exact")  # "exact" is information only
 
 
 def _freeze_norms(model: torch.nn.Module) -> None:
@@ -163,7 +166,7 @@ def experiment(cfg: LoRASuiteReproConfig, seed: int = 0) -> dict[str, Any]:
     lft = dict(steps=cfg.lft_steps, lr=cfg.lft_lr, batch_size=cfg.lft_samples, seed=seed + 5)
 
     rows = [_row("new model, no adapter", out["new_sub_no_adapter"], nan, None, 0.0)]
-    for mode in ("official", "exact"):
+    for mode in cfg.head_modes:
         start = time.perf_counter()
         state, report = transfer_lora(
             old,
@@ -206,10 +209,21 @@ def experiment(cfg: LoRASuiteReproConfig, seed: int = 0) -> dict[str, Any]:
     return out
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: LoRASuiteReproConfig | None = None) -> Result:
+PAPER_TITLE = "LoRASuite: Efficient LoRA Adaptation Across Large Language Model Upgrades"
+PAPER_HEADLINE = (
+    "LoRASuite consistently beats small-scale vanilla LoRA and even full-scale LoRA retraining "
+    "(+1.4 / +6.6 points on math tasks, MiniCPM / Qwen backbones), with 5.5 GB less memory and "
+    "78 % less compute"
+)
+_PAPER = "above small-scale vanilla LoRA; +1.4 / +6.6 math points over full LoRA retraining (MiniCPM / Qwen)"
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: LoRASuiteReproConfig | None = None) -> Result:
     cfg = cfg or LoRASuiteReproConfig(full_retrain=mode == "full")
     torch.set_num_threads(1)
-    out = experiment(cfg, seed)
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    outs = {s: experiment(cfg, s) for s in seeds}
+    out = outs[seed]
     truth, report = out["truth"], out["official"]["report"]
     Q = truth.rotation
     wx_err = float((report.transfer_matrix - Q).norm() / Q.norm())
@@ -218,7 +232,13 @@ def run(mode: str = "quick", seed: int = 0, cfg: LoRASuiteReproConfig | None = N
         float(np.mean(report.head_maps[i] == truth.head_perms[i])) for i in sorted(truth.head_perms)
     ]
     official = out["official"]
-    result = Result(name="llm.lorasuite", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result = Result(
+        name="llm.lorasuite",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=PAPER_HEADLINE,
+    )
     result.table = out["rows"]
     result.claims = [
         Claim("guard: old model addition accuracy", out["old_add"], 0.95, ">="),
@@ -238,18 +258,21 @@ def run(mode: str = "quick", seed: int = 0, cfg: LoRASuiteReproConfig | None = N
             1.0,
             ">=",
         ),
-        Claim(
+        paper_claim(
             "LoRASuite (official) without LFT minus no adapter, subtraction accuracy",
-            official["before"] - out["new_sub_no_adapter"],
+            [outs[s]["official"]["before"] - outs[s]["new_sub_no_adapter"] for s in seeds],
             0.10,
-            ">=",
+            seeds=seeds,
+            paper=_PAPER,
         ),
-        Claim(
+        paper_claim(
             f"LoRASuite (official) + LFT minus vanilla LoRA ({cfg.lft_samples} samples, same "
             "steps and lr), subtraction accuracy",
-            official["after"] - out["vanilla"],
+            [outs[s]["official"]["after"] - outs[s]["vanilla"] for s in seeds],
             0.15,
-            ">=",
+            seeds=seeds,
+            paper=_PAPER,
+            headline=True,
         ),
     ]
     result.metrics = {
@@ -262,11 +285,28 @@ def run(mode: str = "quick", seed: int = 0, cfg: LoRASuiteReproConfig | None = N
         "head_maps": {i: m.tolist() for i, m in report.head_maps.items()},
         "cost_ratio_transfer_lft_vs_full_lora": out.get("cost_ratio"),
     }
-    result.notes.append(
-        "Exact head transform (ours): "
-        f"{out['exact']['before']:.3f} -> {out['exact']['after']:.3f} with LFT; official "
-        f"{official['before']:.3f} -> {official['after']:.3f}; vanilla LoRA {out['vanilla']:.3f}."
-    )
+    if "exact" in out:
+        result.notes.append(
+            "Exact head transform (ours): "
+            f"{out['exact']['before']:.3f} -> {out['exact']['after']:.3f} with LFT; official "
+            f"{official['before']:.3f} -> {official['after']:.3f}; vanilla LoRA {out['vanilla']:.3f}."
+        )
+    for s in seeds:
+        o = outs[s]
+        result.notes.append(
+            f"seed {s}: subtraction accuracy no adapter {o['new_sub_no_adapter']:.3f}, LoRASuite "
+            f"{o['official']['before']:.3f} -> {o['official']['after']:.3f} with LFT, vanilla "
+            f"LoRA {o['vanilla']:.3f}; guards {o['old_add']:.3f} / {o['old_lora_sub']:.3f}"
+        )
+    result.metrics["per_seed"] = {
+        s: {
+            "no_adapter": o["new_sub_no_adapter"],
+            "official_before": o["official"]["before"],
+            "official_after": o["official"]["after"],
+            "vanilla": o["vanilla"],
+        }
+        for s, o in outs.items()
+    }
     if "cost_ratio" in out:
         result.notes.append(
             f"(transfer + LFT) / (full LoRA retraining) wall time: {out['cost_ratio']:.3f} "
