@@ -125,8 +125,14 @@ def test_quick_reproduction_claims():
     from eff_llm.reproduce.prompt_memorization import run
 
     result = run("quick", seed=0)
-    assert len(result.claims) == 6  # A1 x2, A2 x3 (data seed 2), A3
+    assert len(result.claims) == 6  # A1 x2, A2 x3 (data seed 2), A3 (data seeds 1-3)
+    assert all(c.kind == "paper" for c in result.claims)
     assert all(c.passed for c in result.claims), [c for c in result.claims if not c.passed]
+    assert result.passed and set(result.verdicts()) == {"pass"}
+    a2 = [c for c in result.claims if c.text.startswith("A2")]
+    assert len(a2) == 3 and all(c.seeds == (2,) for c in a2) and a2[-1].headline
+    a3 = result.claims[-1]
+    assert a3.statistic == "mean" and a3.seeds == (1, 2, 3) and len(a3.values) == 3
 
 
 def test_cli_runs_a_small_sweep_and_rejects_bad_values():
