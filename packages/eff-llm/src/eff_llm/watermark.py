@@ -18,11 +18,12 @@ and sums the scores:
 - **SimplexWater:** n = ⌈log2 V⌉, s ∈ {1..2^n − 1} (k = 2^n − 1 nonzero n-bit words, the simplex
   code), f(x, s) = popcount(x AND s) mod 2; z = (Σ f − T/2) / √(T/4).
 
-p-values: ``pvalue="normal"`` is 1 − Φ(z), the repository's choice. It is **anti-conservative** for
-HeavyWater at short T (sums of standardised log-normals are right-skewed), so ``"monte_carlo"``
-redraws s uniformly for the observed tokens (the exact null: under H0 the text is independent of
-the key) and returns (1 + #{z* ≥ z}) / (1 + n). For SimplexWater ``"exact"`` uses the exact null
-P(f = 1) = 2^{n−1}/(2^n − 1) for x ≠ 0 (0 for x = 0) and the Poisson-binomial tail.
+p-values are **calibrated by default**: HeavyWater's ``pvalue="monte_carlo"`` redraws s uniformly
+for the observed tokens (the exact null: under H0 the text is independent of the key) and returns
+(1 + #{z* ≥ z}) / (1 + n); SimplexWater's ``"exact"`` uses the exact null P(f = 1) =
+2^{n−1}/(2^n − 1) for x ≠ 0 (0 for x = 0) and the Poisson-binomial tail. ``pvalue="normal"``
+(1 − Φ(z), the repository's choice) stays available; it is **anti-conservative** for HeavyWater at
+short T (sums of standardised log-normals are right-skewed: null FPR ≈ 0.025 at α = 0.01, T = 50).
 
 Tilt δ ≥ 0 (the distortion knob): HeavyWater P(x|s) ∝ Π[x, s]·exp(δ F[x, s]); SimplexWater
 P(x|s) ∝ Π[x, s]·(1 + δ) if f = 1 else (1 − δ). δ = 0 is the distortion-free scheme.
@@ -638,8 +639,9 @@ class _OTDetector:
 
 
 class HeavyWaterDetector(_OTDetector):
-    """z = Σ_t F[x_t, s_t] / √T; ``pvalue="normal"`` (1 − Φ(z), anti-conservative at short T) or
-    ``"monte_carlo"`` (s redrawn uniformly ``n_monte_carlo`` times for the observed tokens).
+    """z = Σ_t F[x_t, s_t] / √T; ``pvalue="monte_carlo"`` (the default: s redrawn uniformly
+    ``n_monte_carlo`` times for the observed tokens, a calibrated p-value) or ``"normal"``
+    (1 − Φ(z), anti-conservative at short T).
     ``num_green_tokens`` counts F[x_t, s_t] > 0."""
 
     def __init__(
@@ -647,7 +649,7 @@ class HeavyWaterDetector(_OTDetector):
         vocab_size: int,
         config: HeavyWaterConfig | None = None,
         ignore_repeated_ngrams: bool = True,
-        pvalue: str = "normal",
+        pvalue: str = "monte_carlo",
         n_monte_carlo: int = 2000,
         seed: int = 0,
     ):
@@ -680,15 +682,16 @@ class HeavyWaterDetector(_OTDetector):
 
 
 class SimplexWaterDetector(_OTDetector):
-    """z = (Σ_t f(x_t, s_t) − T/2) / √(T/4); ``pvalue="normal"`` or ``"exact"`` (Poisson-binomial
-    tail with P(f = 1) = 2^{n−1}/(2^n − 1) for x ≠ 0 and 0 for x = 0, the exact null over s)."""
+    """z = (Σ_t f(x_t, s_t) − T/2) / √(T/4); ``pvalue="exact"`` (the default: Poisson-binomial
+    tail with P(f = 1) = 2^{n−1}/(2^n − 1) for x ≠ 0 and 0 for x = 0, the exact null over s) or
+    ``"normal"`` (1 − Φ(z))."""
 
     def __init__(
         self,
         vocab_size: int,
         config: SimplexWaterConfig | None = None,
         ignore_repeated_ngrams: bool = True,
-        pvalue: str = "normal",
+        pvalue: str = "exact",
         seed: int = 0,
     ):
         super().__init__(
