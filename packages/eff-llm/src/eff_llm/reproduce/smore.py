@@ -10,8 +10,10 @@ the input; measured as the smaller of the trained LoRA and the least-squares opt
 update); S'MoRE ≤ 0.25 × LoRA; non-inferiority S'MoRE ≤ 2.5 × MoLoRA (E = 8, r = 6, top-2) at equal
 trainable parameters (±5 %); and the exactness items (``w_final_zero`` output = base, ``eq_1_layer``
 2-layer = 1-layer mixture with the same selections, trainable count = budget formula).
-The paper's "beats mixture-of-LoRA at equal budget" did not reproduce in the spec's prototype and is
-reported, not claimed.
+Checks (master seed): the budget match and the exactness items. Paper claims, the median over
+seeds (quick mode seed 0 only, the budget; full mode seeds 0–4): the rel-MSE thresholds above and the
+paper's headline "S'MoRE beats mixture-of-LoRA at equal budget" (S'MoRE / MoLoRA ≤ 1), an xfail as
+in the spec's prototype.
 
 Router widths: down-projection 32 (the spec's and the official default) and d_g = 8, the gate width
 that brings S'MoRE's count closest to MoLoRA's (3360 vs 3328; the gate is the official one:
@@ -38,7 +40,7 @@ import torch
 from torch import nn
 
 from eff_llm._data import ClusteredRegression, clustered_regression
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["CALIBRATION", "SMoREReproConfig", "eq_1_layer_gap", "experiment", "run"]
 
@@ -314,34 +316,38 @@ def experiment(cfg: SMoREReproConfig, seed: int = 0) -> dict[str, Any]:
     }
 
 
-def run(mode: str = "quick", seed: int = 0, cfg: SMoREReproConfig | None = None) -> Result:
+PAPER_TITLE = (
+    "S'MoRE: Structural Mixture of Residual Experts for Parameter-Efficient LLM Fine-tuning"
+)
+PAPER_HEADLINE = (
+    "S'MoRE beats LoRA and mixture-of-LoRA baselines at a similar parameter budget in fine-tuning "
+    "accuracy (exponentially more structural flexibility than MoE / MoLoRA)"
+)
+_PAPER = (
+    "S'MoRE above LoRA and mixture-of-LoRA baselines at a similar parameter budget (LLM "
+    "fine-tuning benchmarks; the spec records no table numbers)"
+)
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: SMoREReproConfig | None = None) -> Result:
     cfg = cfg or SMoREReproConfig()
     torch.set_num_threads(1)
-    out = experiment(cfg, seed)
-    result = Result(name="llm.smore", mode=mode, seed=seed)  # type: ignore[arg-type]
+    seeds = claim_seeds(mode, seed, quick=1, full=5)
+    outs = {s: experiment(cfg, s) for s in seeds}
+    out = outs[seed]
+    result = Result(
+        name="llm.smore",
+        mode=mode,
+        seed=seed,
+        paper_title=PAPER_TITLE,
+        headline=PAPER_HEADLINE,
+    )
     result.table = out["rows"]
-    lora_any = min(out["lora"], out["linear_floor"])
+
+    def per_seed(fn) -> list[float]:
+        return [float(fn(outs[s])) for s in seeds]
+
     result.claims = [
-        Claim(
-            "S'MoRE (L=2, tanh, switch, w_final_zero) test rel-MSE (MSE / MSE of the frozen W0)",
-            out["smore"],
-            0.06,
-            "<=",
-        ),
-        Claim(
-            "LoRA at any rank <= D test rel-MSE (min of trained LoRA and the least-squares linear "
-            "update): input-independent updates cannot fit the clustered teacher",
-            lora_any,
-            0.25,
-            ">=",
-        ),
-        Claim("S'MoRE rel-MSE / LoRA rel-MSE", out["smore"] / out["lora"], 0.25, "<="),
-        Claim(
-            "non-inferiority: S'MoRE rel-MSE / MoLoRA (E=8, r=6, top-2) rel-MSE at equal budget",
-            out["smore"] / out["molora"],
-            2.5,
-            "<=",
-        ),
         Claim(
             "budget match: |S'MoRE params / MoLoRA params - 1|",
             abs(out["param_ratio"] - 1),
@@ -360,6 +366,53 @@ def run(mode: str = "quick", seed: int = 0, cfg: SMoREReproConfig | None = None)
         Claim(
             "|trainable parameters - budget formula|", abs(out["count"] - out["budget"]), 0.0, "<="
         ),
+        paper_claim(
+            "S'MoRE (L=2, tanh, switch, w_final_zero) test rel-MSE (MSE / MSE of the frozen W0)",
+            per_seed(lambda o: o["smore"]),
+            0.06,
+            "<=",
+            seeds=seeds,
+            paper=_PAPER,
+        ),
+        paper_claim(
+            "LoRA at any rank <= D test rel-MSE (min of trained LoRA and the least-squares linear "
+            "update): input-independent updates cannot fit the clustered teacher",
+            per_seed(lambda o: min(o["lora"], o["linear_floor"])),
+            0.25,
+            ">=",
+            seeds=seeds,
+            paper=_PAPER,
+        ),
+        paper_claim(
+            "S'MoRE rel-MSE / LoRA rel-MSE",
+            per_seed(lambda o: o["smore"] / o["lora"]),
+            0.25,
+            "<=",
+            seeds=seeds,
+            paper=_PAPER,
+        ),
+        paper_claim(
+            "non-inferiority: S'MoRE rel-MSE / MoLoRA (E=8, r=6, top-2) rel-MSE at equal budget",
+            per_seed(lambda o: o["smore"] / o["molora"]),
+            2.5,
+            "<=",
+            seeds=seeds,
+            paper=_PAPER,
+        ),
+        paper_claim(
+            "S'MoRE beats MoLoRA (E=8, r=6, top-2) at equal budget: rel-MSE ratio",
+            per_seed(lambda o: o["smore"] / o["molora"]),
+            1.0,
+            "<=",
+            seeds=seeds,
+            expected="xfail",
+            reason=(
+                "S'MoRE / MoLoRA 1.91 at seed 0 (prototype 2.0): at D = 32 router, down-projection "
+                "and W_f take most of S'MoRE's budget"
+            ),
+            paper=_PAPER,
+            headline=True,
+        ),
     ]
     result.metrics = {
         "config": asdict(cfg),
@@ -368,15 +421,23 @@ def run(mode: str = "quick", seed: int = 0, cfg: SMoREReproConfig | None = None)
         "lora_rel_mse": out["lora"],
         "linear_floor_rel_mse": out["linear_floor"],
         "smore_params": out["count"],
+        "per_seed": {
+            s: {k: o[k] for k in ("smore", "molora", "lora", "linear_floor")}
+            for s, o in outs.items()
+        },
     }
     result.notes.append(
-        "Paper claim 'S'MoRE beats mixture-of-LoRA at equal budget': "
-        f"S'MoRE {out['smore']:.4f} vs MoLoRA {out['molora']:.4f} rel-MSE "
-        f"({'reproduced' if out['smore'] < out['molora'] else 'not reproduced'} at this scale; "
         "at D = 32 the router, down-projection and the shared W_f take most of S'MoRE's budget, "
-        f"and every output passes through the d_L = {sum(s * r for s, r in zip(cfg.num_experts, cfg.expert_ranks, strict=True))}"
-        "-dimensional range of W_f)."
+        "and every output passes through the d_L = "
+        f"{sum(s * r for s, r in zip(cfg.num_experts, cfg.expert_ranks, strict=True))}"
+        "-dimensional range of W_f"
     )
+    for s in seeds:
+        o = outs[s]
+        result.notes.append(
+            f"seed {s}: rel-MSE S'MoRE {o['smore']:.4f}, MoLoRA {o['molora']:.4f}, LoRA r=26 "
+            f"{o['lora']:.4f}, any linear update {o['linear_floor']:.4f}"
+        )
     result.notes.append(
         "Teacher calibrated on the baselines only (the spec leaves the centre scale, the delta "
         "normalisation and the data stream open): centre_scale "
