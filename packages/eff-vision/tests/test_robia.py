@@ -414,7 +414,8 @@ def test_quick_reproduction_claims_hold():
     assert len(paper) == 4 and all(c.modes == ("full",) for c in paper)
     assert sum(c.headline for c in paper) == 3 and all(c.paper for c in paper)
     bn = next(c for c in paper if "BN-adapt" in c.text)
-    assert bn.expected == "xfail" and bn.reason
+    ft = next(c for c in paper if "full fine-tuning" in c.text)
+    assert bn.expected == ft.expected == "xfail" and bn.reason and ft.reason
     assert result.paper_title and result.headline
     assert [r["method"] for r in result.table] == [
         "no adaptation", "BN-adapt", "full fine-tuning (SGBM labels)", "RobIA",

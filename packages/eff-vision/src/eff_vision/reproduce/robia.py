@@ -363,9 +363,11 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
                     seeds=seeds, modes=FULL, paper=PAPER, headline=True),
         paper_claim("EPE(RobIA) − EPE(BN-adapt) [px]", vals("minus_bn"), -0.3, "<=", seeds=seeds,
                     modes=FULL, paper=PAPER, headline=True, expected="xfail",
-                    reason="BN-adapt is already strong on this toy: seed 0 −0.228 px (BN-adapt 1.879)"),
+                    reason="BN-adapt is already strong on this toy: median −0.120 px over seeds 0–4, 0/5 ≤ −0.3"),
         paper_claim("EPE(RobIA) − EPE(full fine-tuning) [px]", vals("minus_ft"), 0.15, "<=", seeds=seeds,
-                    modes=FULL, paper=PAPER, headline=True),
+                    modes=FULL, paper=PAPER, headline=True, expected="xfail",
+                    reason="full fine-tuning on SGBM labels adapts as well here: median +0.154 px over seeds "
+                    "0–4, 2/5 ≤ +0.15 (it forgets: clean EPE 0.76 → 1.20 at seed 0)"),
         paper_claim("RobIA clean EPE after / before the stream", vals("clean_ratio"), 1.25, "<=", seeds=seeds,
                     modes=FULL, paper="no number published (the spec's forgetting bound)"),
         Claim("RobIA trainable parameters / total", r["trainable"] / r["total"], 0.10, "<="),
