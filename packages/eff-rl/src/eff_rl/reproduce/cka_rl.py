@@ -4,8 +4,13 @@ Task sequence (spec): T0 standard, T1 actions flipped, T2 half pole length 0.8, 
 length 0.8. Consecutive tasks conflict and T2 resembles T0, so a knowledge pool that can recall
 θ_0 should transfer forward where fine-tuning transfers negatively. T0 is identical for every
 method (a plain actor trained from scratch with the same seed): it is trained once per seed and
-every method resumes from its checkpoint. Claims are the spec's "(a)" thresholds on the means
-over seeds (quick: seed 0; full: seeds 0-2).
+every method resumes from its checkpoint.
+
+Paper claims (the spec's "(a)" thresholds 1-4, ``specs/claims.md``): forward transfer and mean AUC
+vs fine-tuning, final performance (pool 3 and pool 2), each per seed on the same seed's runs and
+judged on the median over seeds 0-5 (six) in full mode; quick mode (one seed, 10k steps per task)
+prints them without judging them. Checks (mechanism and memory, any scale): the pool never holds
+more than pool_size vectors, its bytes, and its size per task.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from eff_rl.metrics import auc, forgetting, forward_transfer, success_curve
-from eff_shared.reproduce import Claim, Result
+from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = ["RunConfig", "run", "summarise"]
 
@@ -140,11 +145,31 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
 
 
+PAPER_TITLE = "Continual Knowledge Adaptation for Reinforcement Learning"
+HEADLINE = (
+    "CKA-RL (task-specific knowledge vectors mixed by learned weights, merged beyond a pool size) "
+    "improves overall performance by 4.20 % and forward transfer by 8.02 % over the state of the "
+    "art on Meta-World, Freeway and SpaceInvaders"
+)
+_PAPER = "+4.20 % overall performance, +8.02 % forward transfer over the state of the art (Meta-World, Freeway, SpaceInvaders)"
+#: quick mode: one seed at 10k env steps per task (mechanism checks; paper claims full mode only)
+QUICK_STEPS = 10_000
+#: expected verdicts of the paper claims, set by the first full run (seeds 0-5): claim -> reason
+_XFAIL: dict[str, str] = {
+    "ft": "median +0.007 [-0.72, +1.14] over seeds 0-5 (3/6 seeds >= 0.1; seeds 0-2 negative, 3-5 "
+    "positive): α hardly moves from its init and fine-tune's transfer swings with the seed",
+    "auc": "median +0.013 [-0.26, +0.06] over seeds 0-5 (2/6 seeds >= 0.03): the sign is within "
+    "seed noise at 40k steps per task",
+    "final": "median 0.75 [0.55, 1.0] over seeds 0-5 (2/6 seeds >= 0.8): CKA-RL's T2 runs get stuck "
+    "at a ~140-step CartPole plateau (cart off the track) on several seeds",
+}
+
+
 def run(
-    mode: str = "quick", seed: int = 0, workers: int | None = None, cfg: RunConfig | None = None
+    mode: Mode = "quick", seed: int = 0, workers: int | None = None, cfg: RunConfig | None = None
 ) -> Result:
-    cfg = cfg or RunConfig()
-    seeds = [seed] if mode == "quick" else [seed, seed + 1, seed + 2]
+    cfg = cfg or (RunConfig() if mode == "full" else RunConfig(steps_per_task=QUICK_STEPS))
+    seeds = claim_seeds(mode, seed, quick=1, full=6)
     workers = workers or min(2, os.cpu_count() or 1)
     methods = [("scratch", 3), ("finetune", 3), ("cka_rl", 3), ("cka_rl", 2)]
     with tempfile.TemporaryDirectory() as tmp, _pool(workers) as ex:
@@ -175,7 +200,9 @@ def run(
         ("cka_rl", 3): "CKA-RL (pool 3)",
         ("cka_rl", 2): "CKA-RL (pool 2)",
     }
-    result = Result(name="rl.cka_rl", mode=mode, seed=seed)  # type: ignore[arg-type]
+    result = Result(
+        name="rl.cka_rl", mode=mode, seed=seed, paper_title=PAPER_TITLE, headline=HEADLINE
+    )
     ft_vals = {k: float(np.mean(ft(k))) for k in labels}
     for key, label in labels.items():
         ss = summ[key]
@@ -194,24 +221,47 @@ def run(
             }
         )
     cka, fine, cka2 = ("cka_rl", 3), ("finetune", 3), ("cka_rl", 2)
+    ft_cka, ft_fine = ft(cka), ft(fine)
+    kw: dict[str, Any] = {"seeds": seeds, "modes": ("full",), "paper": _PAPER}
+    xf = _XFAIL
     result.claims += [
-        Claim(
-            "FT(CKA-RL) - FT(fine-tune), forward transfer vs from scratch, mean over tasks 1-3 and seeds",
-            ft_vals[cka] - ft_vals[fine],
+        paper_claim(
+            "FT(CKA-RL) - FT(fine-tune), forward transfer vs from scratch, mean over tasks 1-3",
+            [a - b for a, b in zip(ft_cka, ft_fine, strict=True)],
             0.1,
             ">=",
+            headline=True,
+            expected="xfail" if "ft" in xf else "reproduces",
+            reason=xf.get("ft", ""),
+            **kw,
         ),
-        Claim(
+        paper_claim(
             "mean AUC(CKA-RL) - mean AUC(fine-tune), success AUC over the 4 tasks",
-            mean(cka, "mean_auc") - mean(fine, "mean_auc"),
+            [a["mean_auc"] - b["mean_auc"] for a, b in zip(summ[cka], summ[fine], strict=True)],
             0.03,
             ">=",
+            headline=True,
+            expected="xfail" if "auc" in xf else "reproduces",
+            reason=xf.get("auc", ""),
+            **kw,
         ),
-        Claim(
+        paper_claim(
             "CKA-RL final performance: greedy success (return >= 195 in 10 episodes) at the end of each task",
-            mean(cka, "final_perf"),
+            [s["final_perf"] for s in summ[cka]],
             0.8,
             ">=",
+            expected="xfail" if "final" in xf else "reproduces",
+            reason=xf.get("final", ""),
+            **kw,
+        ),
+        paper_claim(
+            "CKA-RL pool_size=2: final performance (greedy success)",
+            [s["final_perf"] for s in summ[cka2]],
+            0.7,
+            ">=",
+            expected="xfail" if "final2" in xf else "reproduces",
+            reason=xf.get("final2", ""),
+            **kw,
         ),
         Claim(
             "CKA-RL pool_size=2: most vectors ever held in the pool",
@@ -219,12 +269,6 @@ def run(
             2,
             "<=",
             unit="vectors",
-        ),
-        Claim(
-            "CKA-RL pool_size=2: final performance (greedy success)",
-            mean(cka2, "final_perf"),
-            0.7,
-            ">=",
         ),
         Claim(
             "pool bytes after the last task / (pool_size x actor-head params x 4 B)",
