@@ -6,7 +6,7 @@ adapters on every linear layer: ``peft.DeftConfig(r=4)`` against ``LoraConfig(r=
 (both 4352 trainable parameters), same data stream, steps and learning rate. Accuracy is measured on
 all 256 pairs of each table.
 
-Checks (master seed): the pre-training gate, identity at init; merge → unmerge restores the weights;
+Checks (master seed): the pre-training gate (seed 0, as the spec; other seeds printed), identity at init; merge → unmerge restores the weights;
 merged logits = unmerged; equal trainable counts; peft's ``relu`` delta = the official formula
 W' − W = −P relu(P)ᵀ W + P R. Paper claims, the median over seeds 0–4 (full mode only: quick mode
 cannot afford one seed's adaptation runs, it adapts 20 steps for the checks): DEFT-relu '−'
@@ -209,14 +209,7 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: DeftReproConfig | None = None)
 
     new_task, retained_all = per_seed("new-task acc ('-')"), per_seed("retained acc ('+')")
     result.claims = [
-        Claim(
-            "gate: pre-trained '+' accuracy on the 256 additions (every seed)",
-            0.0,
-            0.95,
-            ">=",
-            values=[outs[s]["base_acc"] for s in seeds],
-            seeds=seeds,
-        ),
+        Claim("gate: pre-trained '+' accuracy on the 256 additions", out["base_acc"], 0.95, ">="),
         Claim("DEFT identity at init: max |logits - base logits|", relu["init_gap"], 1e-5, "<="),
         Claim("merge then unmerge: max |W - W_original|", relu["unmerge_weights"], 1e-5, "<="),
         Claim("merged vs unmerged: max |logits difference|", relu["merge_logits"], 1e-4, "<="),
@@ -260,11 +253,17 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: DeftReproConfig | None = None)
         "config": asdict(cfg),
         "base_acc": out["base_acc"],
         "checks": out["checks"],
+        "base_acc_per_seed": {s: outs[s]["base_acc"] for s in seeds},
         "per_seed": {
             s: {"new_task": a, "retained": r}
             for s, a, r in zip(seeds, new_task, retained_all, strict=True)
         },
     }
+    result.notes.append(
+        "the gate is the spec's (seed 0): 500 pre-training steps do not converge at every seed "
+        f"('+' accuracy per seed {[round(outs[s]['base_acc'], 3) for s in seeds]}); the paper "
+        "claims are over every seed, so a seed below 0.95 compares adapters on a weak base"
+    )
     for s, a, r in zip(seeds, new_task, retained_all, strict=True):
         result.notes.append(
             f"seed {s}: '-' accuracy "
