@@ -267,9 +267,15 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: WatermarkRunConfig | None = No
     def vals(fn) -> dict:
         return {"values": [float(fn(per_seed[s][0])) for s in seeds], "seeds": seeds}
 
-    def paper(text, fn, threshold, headline=False):
+    def paper(text, fn, threshold, headline=False, **kw):
         return paper_claim(
-            text, threshold=threshold, paper=_PAPER, headline=headline, modes=("full",), **vals(fn)
+            text,
+            threshold=threshold,
+            paper=_PAPER,
+            headline=headline,
+            modes=("full",),
+            **vals(fn),
+            **kw,
         )
 
     t = cfg.tokens
@@ -334,6 +340,11 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: WatermarkRunConfig | None = No
             lambda r: r["simplexwater"]["tpr"] - r["kgw"]["tpr"],
             0.25,
             headline=True,
+            expected="xfail",
+            reason=(
+                "+0.21 over seeds 0-4 (per seed +0.11 ... +0.33; SimplexWater TPR 0.46-0.60 vs "
+                "KGW 0.24-0.35): the margin is within seed noise at 100 sequences"
+            ),
         ),
         paper(
             f"HeavyWater TPR − KGW TPR at z > 2.326 (T = {t})",
