@@ -23,14 +23,17 @@ The exit status of ``eff reproduce`` is non-zero only for a failing check or a f
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import operator
+import os
 import statistics
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any, Literal
 
 from eff_shared.errors import ReproductionError, check_choice
@@ -452,6 +455,29 @@ def _run_in_worker(name: str, mode: Mode, seed: int) -> dict[str, Any]:
     return json.loads(json.dumps(run_one(name, mode, seed).to_dict(), default=json_default))
 
 
+def _durations_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "eff" / "durations.json"
+
+
+def _load_durations() -> dict[str, float]:
+    try:
+        data = json.loads(_durations_path().read_text())
+        return {str(k): float(v) for k, v in data.items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _save_durations(results: Sequence[Result], old: dict[str, float]) -> None:
+    new = {**old, **{f"{r.name}:{r.mode}": r.elapsed_s for r in results if r.error is None}}
+    try:
+        path = _durations_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(new, indent=0, sort_keys=True))
+    except OSError:  # a read-only home only loses the scheduling hint
+        pass
+
+
 def run_many(
     names: Iterable[str],
     mode: Mode = "quick",
@@ -484,10 +510,15 @@ def run_many(
         return results
 
     import multiprocessing
-    import os
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
+    # Longest first (from the last run's durations): the last worker to finish does not start a
+    # long reproduction at the end, so the wall time is close to the total work / jobs.
+    durations = _load_durations()
+    order = sorted(
+        range(len(names)), key=lambda i: -durations.get(f"{names[i]}:{mode}", float("inf"))
+    )
     saved = {k: os.environ.get(k) for k in _THREAD_ENV}
     if threads > 0:  # inherited by the spawned workers before they load numpy/torch
         os.environ.update(dict.fromkeys(_THREAD_ENV, str(threads)))
@@ -499,7 +530,7 @@ def run_many(
             initializer=_init_worker,
             initargs=(threads,),
         ) as pool:
-            futures = {pool.submit(_run_in_worker, n, mode, seed): i for i, n in enumerate(names)}
+            futures = {pool.submit(_run_in_worker, names[i], mode, seed): i for i in order}
             if on_start is not None:
                 for n in names:
                     on_start(n)
@@ -519,4 +550,6 @@ def run_many(
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return [done[i] for i in range(len(names))]
+    results = [done[i] for i in range(len(names))]
+    _save_durations(results, durations)
+    return results

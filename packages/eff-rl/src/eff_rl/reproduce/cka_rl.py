@@ -8,7 +8,7 @@ every method resumes from its checkpoint.
 
 Paper claims (the spec's "(a)" thresholds 1-4, ``specs/claims.md``): forward transfer and mean AUC
 vs fine-tuning, final performance (pool 3 and pool 2), each per seed on the same seed's runs and
-judged on the median over seeds 0-5 (six) in full mode; quick mode (one seed, 10k steps per task)
+judged on the median over seeds 0-5 (six) in full mode; quick mode (one seed, 4k steps per task)
 prints them without judging them. Checks (mechanism and memory, any scale): the pool never holds
 more than pool_size vectors, its bytes, and its size per task.
 """
@@ -152,8 +152,8 @@ HEADLINE = (
     "art on Meta-World, Freeway and SpaceInvaders"
 )
 _PAPER = "+4.20 % overall performance, +8.02 % forward transfer over the state of the art (Meta-World, Freeway, SpaceInvaders)"
-#: quick mode: one seed at 10k env steps per task (mechanism checks; paper claims full mode only)
-QUICK_STEPS = 10_000
+#: quick mode: one seed at 4k env steps per task (mechanism checks; paper claims full mode only)
+QUICK_STEPS = 4_096
 #: expected verdicts of the paper claims, set by the first full run (seeds 0-5): claim -> reason
 _XFAIL: dict[str, str] = {
     "ft": "median +0.007 [-0.72, +1.14] over seeds 0-5 (3/6 seeds >= 0.1; seeds 0-2 negative, 3-5 "
