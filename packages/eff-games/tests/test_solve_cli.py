@@ -193,7 +193,9 @@ def test_cli_bad_input_exits_2(args, match):
 def test_rtcfr_check_passes_on_kuhn_and_fails_when_a_threshold_does(monkeypatch):
     res = _run("rtcfr", "--game", "kuhn_poker", "--iterations", "10000", "--check")
     assert res.exit_code == 0, res.output
-    assert res.output.count("[pass]") == 3 and "FAIL" not in res.output
+    # three thresholds of the spec plus the headline (RTCFR+ last iterate vs CFR+ average)
+    assert res.output.count("[pass]") == 4 and "FAIL" not in res.output
+    assert "vs CFR+ average-iterate exploitability" in res.output
 
     import eff_games.reproduce.rtcfr as repro
 
