@@ -4,6 +4,7 @@ import pytest
 
 from eff_graph.reproduce import imgda as imgda_repro
 from eff_graph.reproduce import remindrag as remindrag_repro
+from eff_shared.testing import assert_expected_verdicts
 
 MECHANICS = (
     "enhancement norms",
@@ -18,21 +19,10 @@ MECHANICS = (
 )
 
 
-def _verdicts_as_expected(result):
-    """Every check passes; a reproduces paper claim passes; an xfail one is run and printed."""
-    for c in result.claims:
-        ok = ("pass",)
-        if not c.judged_in(result.mode):
-            ok = ("not judged",)
-        elif c.kind == "paper" and c.expected == "xfail":
-            ok = ("xfail", "reproduced (unexpected)")
-        assert c.verdict(result.mode) in ok, c
-
-
 def test_remindrag_quick_reproduction_mechanics_hold_and_comparisons_are_measured():
     result = remindrag_repro.run("quick", seed=0)
     assert result.name == "graph.remindrag" and result.error is None and result.passed
-    _verdicts_as_expected(result)
+    assert_expected_verdicts(result)
     by_key = {key: [c for c in result.claims if key in c.text] for key in MECHANICS}
     for key, claims in by_key.items():
         assert len(claims) == 1 and claims[0].kind == "check" and claims[0].passed, (key, claims)
@@ -64,7 +54,7 @@ def test_remindrag_quick_reproduction_mechanics_hold_and_comparisons_are_measure
 def test_imgda_quick_reproduction_claims_hold():
     result = imgda_repro.run("quick", seed=0)
     assert result.error is None and result.passed
-    _verdicts_as_expected(result)
+    assert_expected_verdicts(result)
     assert len(result.claims) == 11
     papers = [c for c in result.claims if c.kind == "paper"]
     assert len(papers) == 4 and all(c.seeds == (0,) for c in papers)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from eff_shared.testing import assert_expected_verdicts
 from eff_theory.quantized_oja import (
     LinearQuantizer,
     LogQuantizer,
@@ -285,13 +286,7 @@ def test_quick_reproduction_claims_hold():
 
     result = run("quick", seed=0)
     assert result.error is None and result.passed and len(result.claims) == 12
-    for c in result.claims:  # checks pass; paper claims get their expected verdict
-        ok = ("pass",)
-        if not c.judged_in(result.mode):
-            ok = ("not judged",)
-        elif c.kind == "paper" and c.expected == "xfail":
-            ok = ("xfail", "reproduced (unexpected)")
-        assert c.verdict(result.mode) in ok, c
+    assert_expected_verdicts(result)  # checks pass; paper claims as expected
     assert any(c.kind == "paper" and c.headline for c in result.claims)
     assert result.paper_title and result.headline
 

@@ -10,7 +10,7 @@ from types import ModuleType
 import typer
 from typer.testing import CliRunner
 
-__all__ = ["check_domain_package"]
+__all__ = ["assert_expected_verdicts", "check_domain_package"]
 
 
 def check_domain_package(
@@ -42,3 +42,16 @@ def check_domain_package(
             f"import sys, {name}, {name}.cli; assert 'torch' not in sys.modules, 'torch imported'"
         )
         subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def assert_expected_verdicts(result) -> None:
+    """Every claim of ``result`` got its expected verdict: checks and ``reproduces`` paper claims
+    pass, an ``xfail`` paper claim is run and printed (held or not), a claim declared for the other
+    mode is not judged."""
+    for c in result.claims:
+        ok: tuple[str, ...] = ("pass",)
+        if not c.judged_in(result.mode):
+            ok = ("not judged",)
+        elif c.kind == "paper" and c.expected == "xfail":
+            ok = ("xfail", "reproduced (unexpected)")
+        assert c.verdict(result.mode) in ok, c
