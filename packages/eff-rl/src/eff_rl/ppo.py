@@ -305,21 +305,30 @@ def load_policy(path: str | Path, *, encoder: nn.Module | None = None) -> CKAPol
     return _load_policy(Path(path), encoder)[0]
 
 
-def _load_policy(path: Path, encoder: nn.Module | None = None) -> tuple[CKAPolicy, dict[str, str]]:
+def _read_verified(path: Path, what: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Tensors and metadata of an eff-rl safetensors file whose recorded sha256 matches; every
+    failure names the file (safetensors' own errors do not)."""
     from safetensors import safe_open
 
     if not path.is_file():
-        raise FileNotFoundError(f"policy file {path} does not exist")
+        raise FileNotFoundError(f"{what} {path} does not exist")
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = dict(f.metadata() or {})
         tensors = load_file(str(path))
-    except Exception as exc:  # safetensors raises its own error types without the path
-        raise ValueError(f"{path}: not a readable safetensors file ({exc})") from exc
+    except Exception as exc:
+        raise ValueError(f"{path}: not a readable safetensors {what} ({exc})") from exc
+    if "sha256" not in meta:
+        raise ValueError(f"{path}: no integrity record (sha256); not an eff-rl {what}")
+    if _digest(tensors, meta) != meta["sha256"]:
+        raise ValueError(f"{path}: {what} is corrupted (sha256 mismatch)")
+    return tensors, meta
+
+
+def _load_policy(path: Path, encoder: nn.Module | None = None) -> tuple[CKAPolicy, dict[str, str]]:
+    tensors, meta = _read_verified(path, "policy file")
     if meta.get("format") != "eff-rl policy 1":
         raise ValueError(f"{path}: not an eff-rl policy file")
-    if _digest(tensors, meta) != meta.get("sha256"):
-        raise ValueError(f"{path}: policy file is corrupted (sha256 mismatch)")
     policy = CKAPolicy(
         int(meta["obs_dim"]),
         int(meta["n_actions"]),
@@ -472,21 +481,7 @@ def _digest(tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> str:
 def _load_checkpoint(
     path: Path, obs_dim: int, n_actions: int, **policy_kwargs: Any
 ) -> tuple[_State, dict[str, str]]:
-    from safetensors import safe_open
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = dict(f.metadata() or {})
-        tensors = load_file(str(path))
-    except Exception as exc:  # safetensors raises its own error types without the path
-        raise ValueError(f"{path}: not a readable safetensors checkpoint ({exc})") from exc
-    if "sha256" not in meta:
-        raise ValueError(f"{path}: no integrity record (sha256); not an eff-rl checkpoint")
-    if _digest(tensors, meta) != meta["sha256"]:
-        raise ValueError(f"{path}: checkpoint is corrupted (sha256 mismatch)")
+    tensors, meta = _read_verified(Path(path), "checkpoint")
 
     def part(prefix: str) -> dict[str, torch.Tensor]:
         return {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
