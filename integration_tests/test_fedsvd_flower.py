@@ -17,10 +17,9 @@ pytest.importorskip("flwr")
 
 from flwr.app import Message, MessageType, Metadata, MetricRecord, RecordDict
 
-from eff_llm._federated_lora import make_dp_lora_client
 from eff_llm._lora import lora_state
 from eff_llm._lowrank_task import lora_model, make_lowrank_task
-from eff_llm.fedsvd import FedSVDAggregator
+from eff_llm.fedsvd import FedSVDAggregator, make_dp_lora_client
 from eff_shared.federated import InProcessRunner
 from eff_shared.federated.flower import (
     make_client_app,

@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 import torch
 
-from eff_llm._federated_lora import make_dp_lora_client, param_to_state_key
 from eff_llm._lora import lora_pairs, lora_state
 from eff_llm._lowrank_task import lora_model, make_lowrank_task, trainable_names
 from eff_llm.fedsvd import (
@@ -11,6 +10,8 @@ from eff_llm.fedsvd import (
     FedSVDAggregator,
     FFALoRAAggregator,
     dp_sgd_local_train,
+    make_dp_lora_client,
+    param_to_state_key,
     per_sample_clipped_grad_sum,
     svd_refactor,
 )

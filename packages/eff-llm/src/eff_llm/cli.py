@@ -294,10 +294,9 @@ def _flower_fedsvd(
     """FedSVD on a Flower simulation (Ray backend), clients as simulated supernodes."""
     import numpy as np
 
-    from eff_llm._federated_lora import make_dp_lora_client
     from eff_llm._lora import lora_state
     from eff_llm._lowrank_task import accuracy, lora_model, make_lowrank_task
-    from eff_llm.fedsvd import DPConfig, FedSVDAggregator, calibrate_noise
+    from eff_llm.fedsvd import DPConfig, FedSVDAggregator, calibrate_noise, make_dp_lora_client
     from eff_llm.reproduce.fedsvd import FedSVDRunConfig
     from eff_shared.federated import dirichlet_partition
     from eff_shared.federated.flower import make_client_app, make_server_app, run_simulation

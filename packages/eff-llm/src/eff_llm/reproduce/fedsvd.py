@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from scipy.linalg import subspace_angles
 
-from eff_llm._federated_lora import make_dp_lora_client
 from eff_llm._lora import load_lora_state, lora_pairs, lora_state
 from eff_llm._lowrank_task import accuracy, lora_model, make_lowrank_task, trainable_names
 from eff_llm.fedsvd import (
@@ -34,6 +33,7 @@ from eff_llm.fedsvd import (
     FFALoRAAggregator,
     account_epsilon,
     calibrate_noise,
+    make_dp_lora_client,
     per_sample_clipped_grad_sum,
     svd_refactor,
 )

@@ -1,8 +1,7 @@
 """Every Python block of every README runs, as a user would paste it.
 
-Run: ``uv run pytest tools/readme_blocks_test.py`` (issue 22). It moves to ``integration_tests/``
-once every block runs: today 4 blocks fail (eff-llm's FedSVD, OmniDraft/SVDecode and
-LRC/Nemotron/GAIN-RL examples use private modules or undefined names; eff-vision's SVIP block).
+Run: ``uv run pytest integration_tests/test_readme_blocks.py``. The blocks use public names only
+(no ``eff_*._private`` module) and define everything they use, so a user can paste them.
 
 Each ```python block is run on its own in a fresh interpreter, in an empty temporary folder, with
 one BLAS/torch thread. A block that cannot run here (it needs a GPU, say) is marked on the line
@@ -69,6 +68,15 @@ def test_readme_python_block_runs(code, tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, f"block failed:\n{code}\n--- stderr ---\n{proc.stderr[-3000:]}"
+
+
+def test_readme_blocks_import_no_private_module():
+    private = re.compile(r"^\s*(?:from|import)\s+eff_\w+(?:\.\w+)*\._\w+", re.M)
+    for p in blocks():
+        (code,) = p.values
+        assert not private.search(code), (
+            f"{p.id} imports a private module: {private.search(code)[0]}"
+        )
 
 
 def test_readmes_have_python_blocks_and_every_skip_gives_a_reason():
