@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("flwr")
-
 from flwr.app import (
     ArrayRecord,
     ConfigRecord,
@@ -98,47 +97,6 @@ class _Doubling:
     def aggregate(self, global_state, replies, round_idx):
         self.rounds.append(round_idx)
         return {k: 2 * v for k, v in FedAvg().aggregate(global_state, replies, round_idx).items()}
-
-
-class _FakeGrid:
-    """Enough of ``flwr.serverapp.Grid`` for ``Strategy.start``: delivers messages in-process."""
-
-    def __init__(self, client_app, num_nodes: int) -> None:
-        self.client_app = client_app
-        self.nodes = {100 + c: c for c in range(num_nodes)}  # node id -> partition id
-        self.contexts = {
-            node: Context(
-                run_id=1,
-                node_id=node,
-                node_config={"partition-id": c, "num-partitions": num_nodes},
-                state=RecordDict(),
-                run_config={},
-            )
-            for node, c in self.nodes.items()
-        }
-
-    def get_node_ids(self):
-        return list(self.nodes)
-
-    def send_and_receive(self, messages, *, timeout=None):
-        replies = []
-        for msg in messages:
-            node = msg.metadata.dst_node_id
-            try:
-                replies.append(self.client_app(msg, self.contexts[node]))
-            except Exception as exc:  # what a SuperNode does with a raising ClientApp
-                replies.append(Message(Error(code=0, reason=repr(exc)), reply_to=msg))
-        return replies[::-1]  # arrival order is not partition order
-
-
-@pytest.fixture
-def task_identity(monkeypatch):
-    """Flower builds instruction messages from the process's task identity; fake one."""
-    from flwr.supercore.task_identity import TaskIdentity
-
-    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_node_id", 0)
-    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
 
 
 # A tiny method: move a vector toward the client's data mean, plus seeded noise.
@@ -275,10 +233,10 @@ def test_aggregate_train_rejects_replies_without_num_examples():
         to_flower_strategy(FedAvg()).aggregate_train(1, [_reply(clients[0], 1, node=5)])
 
 
-def test_configure_train_tracks_global_state_and_sends_round(task_identity):
+def test_configure_train_tracks_global_state_and_sends_round(task_identity, fake_grid):
     glob, clients = _states(seed=4)
     strategy = to_flower_strategy(FedAvg(), min_available_nodes=2, min_train_nodes=2)
-    grid = _FakeGrid(client_app=None, num_nodes=2)
+    grid = fake_grid(client_app=None, num_nodes=2)
     messages = list(strategy.configure_train(1, state_to_arrays(glob), ConfigRecord(), grid))
     assert sorted(m.metadata.dst_node_id for m in messages) == [100, 101]
     assert all(m.content["config"]["server-round"] == 1 for m in messages)
@@ -352,7 +310,7 @@ def test_client_app_needs_partition_id_and_round():
 # --------------------------------------------------------------------------- whole federation
 
 
-def test_server_app_with_in_memory_grid_matches_in_process_runner(task_identity):
+def test_server_app_with_in_memory_grid_matches_in_process_runner(task_identity, fake_grid):
     """ServerApp + ClientApp over a fake Grid (no Ray) reproduce the in-process runner exactly."""
     seed, rounds, num_clients = 3, 3, 3
     results: list[RunResult] = []
@@ -369,7 +327,7 @@ def test_server_app_with_in_memory_grid_matches_in_process_runner(task_identity)
     )
     client_app = make_client_app(toward_mean, load_partition, seed=seed)
     context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config={})
-    server_app(_FakeGrid(client_app, num_clients), context)
+    server_app(fake_grid(client_app, num_clients), context)
 
     (flower,) = results
     local = _in_process(num_clients, rounds, seed)
@@ -381,7 +339,7 @@ def test_server_app_with_in_memory_grid_matches_in_process_runner(task_identity)
     assert flower.total_upload_bytes > 0
 
 
-def test_failing_client_is_dropped_like_the_runner(task_identity):
+def test_failing_client_is_dropped_like_the_runner(task_identity, fake_grid):
     def flaky(global_state, data, cfg, rng):
         if len(data) == 15:  # partition 1
             raise RuntimeError("out of memory")
@@ -391,7 +349,7 @@ def test_failing_client_is_dropped_like_the_runner(task_identity):
     server_app = make_server_app(FedAvg(), {"w": np.zeros(3)}, 2, on_finish=results.append)
     client_app = make_client_app(flaky, load_partition, seed=0)
     context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config={})
-    server_app(_FakeGrid(client_app, 3), context)
+    server_app(fake_grid(client_app, 3), context)
 
     runner = InProcessRunner(rounds=2, clients_per_round=None, seed=0)
     local = runner.run(

@@ -79,6 +79,26 @@ def test_progress_off_a_terminal_prints_periodic_lines_and_nothing_when_quiet(ca
         list(track(range(2), every_s=0))
 
 
+def test_progress_only_the_outermost_task_reports_and_silenced_hides_all(capsys, monkeypatch):
+    from eff_shared.progress import silenced
+
+    monkeypatch.delenv("EFF_QUIET", raising=False)
+    clock = iter(range(0, 10000, 4))
+    monkeypatch.setattr("eff_shared.progress.time.monotonic", lambda: next(clock))
+    for _ in track(range(3), "rounds", every_s=10):
+        assert list(track(range(5), "local steps", every_s=10)) == list(range(5))
+    err = capsys.readouterr().err
+    assert "rounds: " in err and "local steps" not in err
+    with silenced():
+        assert list(track(range(6), "distil", every_s=10)) == list(range(6))
+    assert capsys.readouterr().err == ""
+    with pytest.raises(RuntimeError):  # the depth is restored when a loop raises
+        for _ in track(range(3), "boom", every_s=10):
+            raise RuntimeError
+    assert list(track(range(6), "after", every_s=10)) == list(range(6))
+    assert "after: " in capsys.readouterr().err
+
+
 def test_format_value():
     assert report.format_value(0.123456) == "0.1235"
     assert report.format_value(1e-5) == "1.000e-05"

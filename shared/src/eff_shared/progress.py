@@ -11,6 +11,11 @@ the CLIs sets it).
 
 or, when the loop is not a plain iteration, ``with progress_task("search", total=n) as tick:``
 and ``tick()`` (or ``tick(k)``) after each unit of work.
+
+Only the outermost task reports: a loop that runs inside another tracked loop (the local
+training of each client inside a federation's rounds, say) is silent, so there is one bar or one
+stream of lines per command, and :func:`silenced` lets a caller with its own report (the
+``eff reproduce`` harness) silence everything it runs.
 """
 
 from __future__ import annotations
@@ -31,11 +36,36 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-__all__ = ["is_interactive", "is_quiet", "make_progress", "progress_task", "set_quiet", "track"]
+__all__ = [
+    "is_interactive",
+    "is_quiet",
+    "make_progress",
+    "progress_task",
+    "set_quiet",
+    "silenced",
+    "track",
+]
 
 T = TypeVar("T")
 QUIET_ENV = "EFF_QUIET"
+EVERY_ENV = "EFF_PROGRESS_EVERY_S"  # seconds between plain lines off a terminal (default 10)
 DEFAULT_EVERY_S = 10.0
+_depth = 0  # open progress tasks (and silenced blocks) in this process: only the outermost reports
+
+
+def _noop(n: int = 1) -> None:
+    return None
+
+
+@contextlib.contextmanager
+def silenced() -> Iterator[None]:
+    """No progress output from anything run inside this block (it counts as an outer task)."""
+    global _depth
+    _depth += 1
+    try:
+        yield
+    finally:
+        _depth -= 1
 
 
 def is_quiet() -> bool:
@@ -67,7 +97,7 @@ def make_progress() -> Progress:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         disable=not is_interactive(),
-        transient=False,
+        transient=True,
     )
 
 
@@ -104,24 +134,35 @@ def progress_task(
     total: int | None = None,
     *,
     quiet: bool | None = None,
-    every_s: float = DEFAULT_EVERY_S,
+    every_s: float | None = None,
 ) -> Iterator[Callable[..., None]]:
     """A progress task; yields ``tick(n=1)`` to call after each unit of work.
 
-    ``quiet=None`` follows ``EFF_QUIET``; on a terminal a rich bar, otherwise periodic lines.
+    ``quiet=None`` follows ``EFF_QUIET``; on a terminal a rich bar, otherwise a line every
+    ``every_s`` seconds (``None``: ``EFF_PROGRESS_EVERY_S``, else 10).
     """
-    if every_s <= 0:
+    global _depth
+    if every_s is None:
+        raw = os.environ.get(EVERY_ENV) or DEFAULT_EVERY_S
+        try:
+            every_s = float(raw)
+        except ValueError:
+            raise ValueError(f"{EVERY_ENV} must be a number of seconds > 0, got {raw!r}") from None
+    if not every_s > 0:
         raise ValueError(f"every_s must be > 0, got {every_s!r}")
-    if quiet if quiet is not None else is_quiet():
-        yield lambda n=1: None
-        return
-    if sys.stderr.isatty():
-        with make_progress() as progress:
-            task = progress.add_task(description, total=total)
-            yield lambda n=1: progress.advance(task, n)
-        return
-    reporter = _LineReporter(description, total, every_s)
-    yield reporter.advance
+    nested = _depth > 0
+    _depth += 1
+    try:
+        if nested or (quiet if quiet is not None else is_quiet()):
+            yield _noop
+        elif sys.stderr.isatty():
+            with make_progress() as progress:
+                task = progress.add_task(description, total=total)
+                yield lambda n=1: progress.advance(task, n)
+        else:
+            yield _LineReporter(description, total, every_s).advance
+    finally:
+        _depth -= 1
 
 
 def track(
@@ -130,7 +171,7 @@ def track(
     total: int | None = None,
     *,
     quiet: bool | None = None,
-    every_s: float = DEFAULT_EVERY_S,
+    every_s: float | None = None,
 ) -> Iterator[T]:
     """Iterate with progress: a bar on a terminal, periodic lines otherwise, nothing when quiet."""
     if total is None and hasattr(iterable, "__len__"):

@@ -29,6 +29,7 @@ from eff_games.games import load_game
 from eff_games.metrics import UNITS, nash_conv
 from eff_games.policy import TabularPolicy
 from eff_games.rtcfr import RTCFRPlus
+from eff_shared.progress import progress_task
 
 __all__ = [
     "ALGORITHMS",
@@ -139,23 +140,27 @@ def run_checkpoints(
     _check_iterates(solver.name, iterates)
     rows = []
     wall = 0.0
-    for c in checkpoints:
-        if c > solver.iteration:
-            t0 = time.perf_counter()
-            solver.step(c - solver.iteration)
-            wall += time.perf_counter() - t0
-        for it in iterates:
-            nc = nash_conv(solver.game, _policy(solver, it))
-            rows.append(
-                {
-                    "iteration": c,
-                    "algo": solver.name,
-                    "iterate": it,
-                    "exploitability": 0.5 * nc,
-                    "nash_conv": nc,
-                    "wall_s": wall,
-                }
-            )
+    total = max([solver.iteration, *checkpoints]) - solver.iteration
+    with progress_task(f"{solver.name} (iterations)", total=total) as tick:
+        for c in checkpoints:
+            if c > solver.iteration:
+                n = c - solver.iteration
+                t0 = time.perf_counter()
+                solver.step(n)
+                wall += time.perf_counter() - t0
+                tick(n)
+            for it in iterates:
+                nc = nash_conv(solver.game, _policy(solver, it))
+                rows.append(
+                    {
+                        "iteration": c,
+                        "algo": solver.name,
+                        "iterate": it,
+                        "exploitability": 0.5 * nc,
+                        "nash_conv": nc,
+                        "wall_s": wall,
+                    }
+                )
     return rows
 
 

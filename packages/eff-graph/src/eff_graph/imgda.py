@@ -67,6 +67,7 @@ from eff_graph._gnn import (
     seeded,
 )
 from eff_shared.errors import check_choice, check_positive, check_type
+from eff_shared.progress import track
 
 __all__ = [
     "DualBranchEncoder",
@@ -639,7 +640,7 @@ class ImGDA(nn.Module):
             self.encoder.train()
             self.classifier.train()
             offs = list(self.offsets) if self.offsets is not None else None
-            for epoch in range(epochs):
+            for epoch in track(range(epochs), "ImGDA training (epochs)"):
                 z_l = self.encoder(xs, eis, branch="local", offsets=offs)
                 z_g = self.encoder(xs, eis, branch="global", offsets=offs)
                 ce = F.cross_entropy(self.classifier(z_g), ys)

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from eff_shared.errors import check_choice, check_positive
+from eff_shared.progress import track
 
 from ._corpus import lm_windows
 
@@ -145,7 +146,7 @@ def train_lm(
     gen = torch.Generator().manual_seed(cfg.seed)
     log = TrainLog(num_processes=world)
     wrapped.train()
-    for _ in range(cfg.steps):
+    for _ in track(range(cfg.steps), "LM training (steps)"):
         batch = lm_windows(stream, cfg.batch_size, cfg.seq_len, gen)[rank::world].to(acc.device)
         loss = loss_fn(wrapped, batch)
         opt_p.zero_grad(set_to_none=True)

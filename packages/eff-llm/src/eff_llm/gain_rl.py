@@ -54,6 +54,7 @@ from torch.nn import functional as F
 from torch.utils.data import Sampler
 
 from eff_shared.errors import check_positive, check_type
+from eff_shared.progress import progress_task
 
 __all__ = [
     "GRPOLite",
@@ -504,57 +505,71 @@ def grpo_train(
     def epoch_indices() -> list[int]:
         return list(iter(sampler)) if isinstance(sampler, Sampler) else list(sampler())
 
-    while step < steps:
-        order = epoch_indices()
-        ep_acc, ep_angle = [], []
-        for start in range(0, len(order) - prompts_per_step + 1, prompts_per_step):
-            if step >= steps:
-                break
-            idx = torch.tensor(order[start : start + prompts_per_step])[rank::world]
-            x, y = prompts[idx].to(device), answers[idx].to(device)
-            with torch.no_grad():
-                raw.eval()
-                probs = torch.softmax(raw(input_ids=x).logits[:, -1].float() / temperature, -1)
-                samples = torch.multinomial(
-                    probs.cpu(), group_size, replacement=True, generator=gen
-                )
-            samples = samples.to(device)
-            rewards = (samples == y[:, None]).float().reshape(-1)
-            seqs = torch.cat([x.repeat_interleave(group_size, 0), samples.reshape(-1, 1)], dim=1)
-            model.train()
-            with up_proj_inputs(raw) as store:  # one forward on prompt + completion
-                logits = model(input_ids=seqs).logits[:, -2].float()
-            logps = torch.log_softmax(logits / temperature, -1).gather(1, seqs[:, -1:]).squeeze(1)
-            ref_logps = None
-            if kl_beta > 0:
+    with progress_task("GRPO (steps)", total=steps) as tick:
+        while step < steps:
+            order = epoch_indices()
+            ep_acc, ep_angle = [], []
+            for start in range(0, len(order) - prompts_per_step + 1, prompts_per_step):
+                if step >= steps:
+                    break
+                idx = torch.tensor(order[start : start + prompts_per_step])[rank::world]
+                x, y = prompts[idx].to(device), answers[idx].to(device)
                 with torch.no_grad():
-                    ref_logps = torch.log_softmax(
-                        ref(input_ids=seqs[:, :-1]).logits[:, -1].float(), -1
+                    raw.eval()
+                    probs = torch.softmax(raw(input_ids=x).logits[:, -1].float() / temperature, -1)
+                    samples = torch.multinomial(
+                        probs.cpu(), group_size, replacement=True, generator=gen
                     )
-                    ref_logps = ref_logps.gather(1, seqs[:, -1:]).squeeze(1)
-            loss = grpo.loss(logps, logps.detach(), grpo.advantages(rewards), ref_logps=ref_logps)
-            opt.zero_grad(set_to_none=True)
-            acc.backward(loss)
-            if max_grad_norm is not None:
-                acc.clip_grad_norm_(model.parameters(), max_grad_norm)
-            opt.step()
-            angle = float(angle_concentration(store[-1].detach()).mean())
-            stats = acc.reduce(torch.tensor([float(rewards.mean()), angle], device=device), "mean")
-            ep_acc.append(float(stats[0]))
-            ep_angle.append(float(stats[1]))
-            log.rollout_accuracy.append(float(stats[0]))
-            log.angle.append(float(stats[1]))
-            step += 1
-            if step % eval_every == 0:
-                score = eval_fn(raw)
-                log.eval_steps.append(step)
-                log.eval_accuracy.append(score)
-                if threshold is not None and score >= threshold and log.steps_to_threshold is None:
-                    log.steps_to_threshold = step
-                    return log
-        if curriculum and ep_acc:
-            sampler.update(sum(ep_acc) / len(ep_acc), sum(ep_angle) / len(ep_angle))  # type: ignore[union-attr]
-            log.mu.append(sampler.mu)  # type: ignore[union-attr]
+                samples = samples.to(device)
+                rewards = (samples == y[:, None]).float().reshape(-1)
+                seqs = torch.cat(
+                    [x.repeat_interleave(group_size, 0), samples.reshape(-1, 1)], dim=1
+                )
+                model.train()
+                with up_proj_inputs(raw) as store:  # one forward on prompt + completion
+                    logits = model(input_ids=seqs).logits[:, -2].float()
+                logps = (
+                    torch.log_softmax(logits / temperature, -1).gather(1, seqs[:, -1:]).squeeze(1)
+                )
+                ref_logps = None
+                if kl_beta > 0:
+                    with torch.no_grad():
+                        ref_logps = torch.log_softmax(
+                            ref(input_ids=seqs[:, :-1]).logits[:, -1].float(), -1
+                        )
+                        ref_logps = ref_logps.gather(1, seqs[:, -1:]).squeeze(1)
+                loss = grpo.loss(
+                    logps, logps.detach(), grpo.advantages(rewards), ref_logps=ref_logps
+                )
+                opt.zero_grad(set_to_none=True)
+                acc.backward(loss)
+                if max_grad_norm is not None:
+                    acc.clip_grad_norm_(model.parameters(), max_grad_norm)
+                opt.step()
+                angle = float(angle_concentration(store[-1].detach()).mean())
+                stats = acc.reduce(
+                    torch.tensor([float(rewards.mean()), angle], device=device), "mean"
+                )
+                ep_acc.append(float(stats[0]))
+                ep_angle.append(float(stats[1]))
+                log.rollout_accuracy.append(float(stats[0]))
+                log.angle.append(float(stats[1]))
+                step += 1
+                tick()
+                if step % eval_every == 0:
+                    score = eval_fn(raw)
+                    log.eval_steps.append(step)
+                    log.eval_accuracy.append(score)
+                    if (
+                        threshold is not None
+                        and score >= threshold
+                        and log.steps_to_threshold is None
+                    ):
+                        log.steps_to_threshold = step
+                        return log
+            if curriculum and ep_acc:
+                sampler.update(sum(ep_acc) / len(ep_acc), sum(ep_angle) / len(ep_angle))  # type: ignore[union-attr]
+                log.mu.append(sampler.mu)  # type: ignore[union-attr]
     return log
 
 

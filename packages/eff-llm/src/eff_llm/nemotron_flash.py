@@ -55,6 +55,7 @@ from transformers import GenerationMixin, PreTrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from eff_shared.errors import check_positive, check_type
+from eff_shared.progress import track
 
 __all__ = [
     "CASE1",
@@ -1049,7 +1050,7 @@ def aging_evolution(
     while len(pop) < population:
         stages, arch, lat = ev.draw(lambda: space.random(rng), max_tries)
         pop.append((stages, ev(stages, arch, lat)))
-    for _ in range(cycles):
+    for _ in track(range(cycles), "aging evolution (cycles)"):
         for _ in range(children_per_cycle):
             idx = rng.choice(len(pop), size=sample, replace=False)
             parent = min((pop[i] for i in idx), key=lambda c: c[1])[0]
@@ -1073,7 +1074,7 @@ def random_search(
     check_positive("evaluations", evaluations, integer=True)
     rng = np.random.default_rng(seed)
     ev = _Evaluator(space, fitness_fn, lut, latency_budget)
-    for _ in range(evaluations):
+    for _ in track(range(evaluations), "random search (evaluations)"):
         ev(*ev.draw(lambda: space.random(rng), max_tries))
     return ev.result()
 

@@ -70,6 +70,7 @@ from torch import nn
 from transformers import DynamicCache, LogitsProcessorList, TemperatureLogitsWarper
 
 from eff_shared.errors import check_choice, check_positive, check_type
+from eff_shared.progress import track
 
 __all__ = [
     "AcceptanceHead",
@@ -1320,7 +1321,7 @@ def distill_drafter(
     gen = torch.Generator().manual_seed(seed)
     drafter.train()
     history = []
-    for _ in range(epochs):
+    for _ in track(range(epochs), "OmniDraft distillation (epochs)"):
         order = torch.randperm(len(prepared), generator=gen).tolist()
         for b in range(0, len(order), batch_size):
             batch = [prepared[k] for k in order[b : b + batch_size]]

@@ -34,6 +34,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from eff_rl.cka_rl import CKAPolicy, KnowledgePool
+from eff_shared.progress import track
 from eff_shared.seeding import derive_seed, make_rng
 
 __all__ = [
@@ -161,7 +162,7 @@ class ContinualPPO:
         obs = torch.as_tensor(obs_np, device=dev)
         prev_done = np.zeros(n, dtype=bool)
         step = 0
-        for update in range(n_updates):
+        for update in track(range(n_updates), "PPO (updates)"):
             if self.anneal_lr:
                 frac = 1.0 - update / n_updates
                 opt.param_groups[0]["lr"] = frac * self.lr

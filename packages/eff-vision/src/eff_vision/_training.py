@@ -7,6 +7,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from eff_shared.progress import track
+
 __all__ = ["accuracy", "batches", "make_optimizer", "train_classifier"]
 
 
@@ -42,7 +44,7 @@ def train_classifier(
     loss_fn = nn.CrossEntropyLoss()
     history = []
     model.train()
-    for _ in range(epochs):
+    for _ in track(range(epochs), "training (epochs)"):
         total, count = 0.0, 0
         for idx in batches(len(x), batch_size, gen):
             optimizer.zero_grad(set_to_none=True)

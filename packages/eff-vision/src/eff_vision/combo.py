@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from eff_shared.errors import check_choice, check_positive
+from eff_shared.progress import track
 
 __all__ = [
     "ComBo",
@@ -439,7 +440,7 @@ def fit_probe(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model.train()
-        for _ in range(epochs):
+        for _ in track(range(epochs), "ComBo training (epochs)"):
             total = 0.0
             xe = x if token_transform is None else token_transform(x).detach()
             for idx in torch.randperm(len(x), generator=gen).split(batch_size):

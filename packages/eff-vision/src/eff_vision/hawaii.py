@@ -64,6 +64,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from eff_shared.errors import check_choice, check_fraction, check_positive
+from eff_shared.progress import track
 from eff_vision.combo import resample_grid
 
 __all__ = [
@@ -733,7 +734,7 @@ class HawaiiDistiller(nn.Module):
             if stats_every:
                 hist["router"].append((0, self.student.router_stats(probe)))
             self.train()
-            for epoch in range(epochs):
+            for epoch in track(range(epochs), "HAWAII distillation (epochs)"):
                 sums = dict.fromkeys(("total", "fine", "coarse", "balance"), 0.0)
                 for idx in torch.randperm(len(images), generator=gen).split(batch_size):
                     losses = self.loss(

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from eff_shared.errors import check_choice, check_positive, check_type
+from eff_shared.progress import track
 from eff_vision.metrics.ldl import (
     canberra,
     chebyshev,
@@ -278,7 +279,7 @@ class RankMatchTrainer:
         history: dict[str, list[float]] = {}
         self.model.train()
         b_l, b_u = min(self.batch_size, len(x_l)), min(self.unlabeled_batch_size, len(x_u))
-        for step in range(steps):
+        for step in track(range(steps), "RankMatch training (steps)"):
             il = torch.randperm(len(x_l), generator=gen)[:b_l]
             iu = torch.randperm(len(x_u), generator=gen)[:b_u]
             self.optimizer.zero_grad(set_to_none=True)

@@ -57,6 +57,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from eff_shared.errors import check_choice, check_fraction, check_positive, check_type
+from eff_shared.progress import track
 
 __all__ = [
     "ClusterMemoryContrast",
@@ -149,7 +150,7 @@ def train_source_reid(
     ]
     losses = []
     model.train()
-    for _ in range(epochs):
+    for _ in track(range(epochs), "source Re-ID training (epochs)"):
         order = torch.randperm(num_ids, generator=gen)
         for start in range(0, num_ids - p_ids + 1, p_ids):
             idx = torch.cat([
@@ -488,7 +489,7 @@ class _ContrastiveAdaptation:
         knn_s = (
             (knn_indices(z_s[0], self.k), knn_indices(z_s[1], self.k)) if self.guidance else None
         )
-        for epoch in range(epochs):
+        for epoch in track(range(epochs), "SVIP adaptation (epochs)"):
             model.eval()
             with torch.no_grad():
                 z_t = tuple(F.normalize(torch.cat([forward(torch.arange(len(x))[i : i + 512], m)
@@ -647,7 +648,7 @@ class ShotBaseline:
         classifier = nn.Parameter(cents.clone())
         opt = torch.optim.Adam([*model.parameters(), classifier], lr=self.lr)
         gen = torch.Generator().manual_seed(self.seed)
-        for _ in range(epochs):
+        for _ in track(range(epochs), "adaptation (epochs)"):
             z = embed(model, x)
             probs = (z @ F.normalize(classifier.detach(), dim=1).T / self.temperature).softmax(1)
             cents = F.normalize(probs.T @ z, dim=1)  # SHOT: prediction-weighted centroids

@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from eff_shared.errors import check_positive, check_type
+from eff_shared.progress import track
 from eff_shared.seeding import make_rng
 
 __all__ = [
@@ -265,7 +266,7 @@ class InProcessRunner:
         global_state: State = dict(initial_state)
         records: list[RoundRecord] = []
         comm: list[CommRecord] = []
-        for r in range(self.rounds):
+        for r in track(range(self.rounds), "federation (rounds)"):
             record = RoundRecord(round=r, clients=self.sample_clients(r, len(client_data)))
             replies: list[Reply] = []
             down = state_nbytes(global_state)

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from eff_shared.errors import check_choice, check_fraction, check_positive
+from eff_shared.progress import track
 from eff_shared.seeding import make_rng
 from eff_vision.clic.data import ConcatPairDataset, collate_pairs, swap_within
 from eff_vision.clic.loss import alternation_pattern, clic_loss, clip_loss, negclip_loss
@@ -172,7 +173,7 @@ class CLICTrainer:
             return out
 
         ln_max = math.log(cfg.max_logit_scale)
-        for it in range(total):
+        for it in track(range(total), f"{self.config.method} fine-tuning (steps)"):
             for g in opt.param_groups:
                 g["lr"] = float(lrs[it])
             is_clic = pattern[it % len(pattern)]

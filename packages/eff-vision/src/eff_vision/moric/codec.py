@@ -52,6 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from eff_shared.progress import track
 from eff_vision.moric.bitstream import (
     Bitstream,
     MoRICDecodeError,
@@ -525,7 +526,7 @@ class _Trainer:
             ),
         )
         history = []
-        for it in range(c.iters):
+        for it in track(range(c.iters), "MoRIC overfitting (iterations)"):
             opt.zero_grad(set_to_none=True)
             yqs = []
             for i in range(len(self.regions)):

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from eff_shared.progress import track
 from eff_shared.seeding import derive_seed, make_rng
 from eff_vision.data.pansharpen import wald_degrade
 from eff_vision.metrics import pansharpen as M
@@ -92,7 +93,7 @@ def train_pansharpener(
     history = []
     model.train()
     t0 = time.perf_counter()
-    for step in range(cfg.steps):
+    for step in track(range(cfg.steps), "Pan-LUT training (steps)"):
         ms, pan, gt = sample_batch(images, cfg, step)
         opt.zero_grad(set_to_none=True)
         loss = (model(ms, pan) - gt).abs().mean()
