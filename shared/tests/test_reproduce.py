@@ -367,3 +367,68 @@ def test_run_many_in_worker_processes_keeps_the_order_and_the_results():
         assert [c.measured for c in r.claims] == [c.measured for c in seq[0].claims]
     with pytest.raises(ValueError, match="jobs"):
         rep.run_many(["shared.fedavg"], "quick", 0, jobs=0)
+
+
+def test_add_series_keeps_the_words_through_to_dict_and_from_dict():
+    r = Result("z.m", "quick", 0)
+    curve = {"x": [1.0, 2.0, 3.0], "CFR+": [1.0, 0.1, 0.01]}
+    r.add_series(
+        "leduc",
+        curve,
+        title="Exploitability on Leduc poker",
+        xlabel="iteration",
+        ylabel="exploitability (chips)",
+        yscale="log",
+    )
+    r.add_series(
+        "acc", {"x": [1.0], "a": [0.5]}, title="Accuracy", xlabel="round", ylabel="test accuracy"
+    )
+    assert r.series["leduc"] is curve
+    assert r.plot_labels == {
+        "leduc": {
+            "title": "Exploitability on Leduc poker",
+            "xlabel": "iteration",
+            "ylabel": "exploitability (chips)",
+            "yscale": "log",
+        },
+        "acc": {"title": "Accuracy", "xlabel": "round", "ylabel": "test accuracy"},
+    }
+    back = Result.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert back.series == r.series and back.plot_labels == r.plot_labels
+
+
+@pytest.mark.parametrize("arg", ["title", "xlabel", "ylabel"])
+@pytest.mark.parametrize("bad", ["", "   ", None, 3])
+def test_add_series_requires_its_words(arg, bad):
+    r = Result("z.m", "quick", 0)
+    words = {"title": "T", "xlabel": "x (s)", "ylabel": "y"} | {arg: bad}
+    with pytest.raises(ValueError, match=arg):
+        r.add_series("p", {"x": [0.0], "a": [1.0]}, **words)
+    assert r.series == {} and r.plot_labels == {}
+
+
+def test_add_series_yscale_is_log_linear_or_automatic():
+    r = Result("z.m", "quick", 0)
+    words = {"title": "T", "xlabel": "x", "ylabel": "y"}
+    with pytest.raises(ValueError, match="yscale"):
+        r.add_series("p", {"a": [1.0]}, yscale="symlog", **words)
+    r.add_series("p", {"a": [1.0]}, yscale="linear", **words)
+    assert r.plot_labels["p"]["yscale"] == "linear"
+    r.add_series("p", {"a": [2.0]}, **words)  # re-adding replaces; no yscale = automatic
+    assert r.series["p"] == {"a": [2.0]} and "yscale" not in r.plot_labels["p"]
+
+
+def test_add_series_plots_end_to_end_with_a_long_title(tmp_path):
+    pytest.importorskip("matplotlib")
+    from eff_shared import report
+
+    r = Result("z.m", "quick", 0)
+    r.add_series(
+        "acc",
+        {"x": [1, 2, 3], "FedAvg": [0.5, 0.7, 0.8]},
+        title="FedAvg test accuracy per round, Dirichlet α = 0.5, seed 0, a title longer than a line",
+        xlabel="communication round",
+        ylabel="test accuracy",
+    )
+    written = report.write_plots([r], tmp_path)
+    assert written["z.m.acc"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,10 @@ def write_markdown(
     return path
 
 
+#: characters per line of a plot's title (the 5.5-inch figure holds about 55)
+_TITLE_WIDTH = 50
+
+
 def plot_series(
     path: str | Path,
     series: dict[str, list[float]],
@@ -229,6 +234,7 @@ def plot_series(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     x = series.get("x")
     curves = {k: v for k, v in series.items() if k != "x"}
@@ -240,7 +246,12 @@ def plot_series(
         ax.plot(x if x is not None else range(len(ys)), ys, label=label)
     if logy:
         ax.set_yscale("log")
-    ax.set_title(title)
+    # a long title wraps rather than running off the figure, never inside "α = 0.5"
+    ax.set_title(
+        textwrap.fill(title.replace(" = ", "\u00a0=\u00a0"), _TITLE_WIDTH, break_on_hyphens=False)
+    )
+    if x and all(isinstance(v, int | float) and float(v).is_integer() for v in x):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds, epochs: no 2.5
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, which="major", alpha=0.3)

@@ -278,7 +278,7 @@ class Result:
     ``series`` holds curves to plot: ``{plot_name: {"x": [...], label: [...], ...}}``, and
     ``plot_labels`` their words: ``{plot_name: {"title": ..., "xlabel": ..., "ylabel": ...,
     "yscale": "log" | "linear"}}`` (axis labels with units; the scale is chosen from the data
-    when absent).
+    when absent). Reproductions attach each plot with :meth:`add_series`, which requires the words.
     ``paper_title`` and ``headline`` (the paper's headline result and its setting) head the
     method's section of the ledger.
     """
@@ -299,6 +299,42 @@ class Result:
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
+
+    def add_series(
+        self,
+        name: str,
+        series: dict[str, list[float]],
+        *,
+        title: str,
+        xlabel: str,
+        ylabel: str,
+        yscale: str | None = None,
+    ) -> None:
+        """Attach one plot: ``series`` (``{"x": [...], label: [...], ...}``) under
+        ``self.series[name]`` and its words under ``self.plot_labels[name]``.
+
+        ``title`` is in words (not the key); ``xlabel`` and ``ylabel`` carry units where there
+        are any (``"wall time (s)"``, ``"exploitability (chips)"``). ``yscale`` is ``"log"``,
+        ``"linear"`` or ``None`` (log when every value is positive and they span over two
+        decades, the rule of ``report.plot_series``).
+        """
+        for arg, value in (
+            ("name", name),
+            ("title", title),
+            ("xlabel", xlabel),
+            ("ylabel", ylabel),
+        ):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{arg} must be a non-empty string, got {value!r}")
+        if yscale is not None:
+            check_choice("yscale", yscale, ("log", "linear"))
+        if not isinstance(series, dict):
+            raise ValueError(f"series must be a dict of lists, got {type(series).__name__}")
+        labels = {"title": title, "xlabel": xlabel, "ylabel": ylabel}
+        if yscale is not None:
+            labels["yscale"] = yscale
+        self.series[name] = series
+        self.plot_labels[name] = labels
 
     def verdicts(self) -> list[str]:
         return [c.verdict(self.mode) for c in self.claims]

@@ -211,12 +211,19 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
         result.metrics[f"fedavg_accuracy[{tag}]"] = fed_acc
         result.metrics[f"mean_local_accuracy[{tag}]"] = mean_local
         result.metrics[f"upload_bytes[{tag}]"] = sp["upload_bytes"]
-        result.series[f"accuracy_{tag}"] = {
-            "x": list(range(1, settings["rounds"] + 1)),
-            "FedAvg": sp["curve"],
-            "single client (mean)": [mean_local] * settings["rounds"],
-            "central": [central_acc] * settings["rounds"],
-        }
+        result.add_series(
+            f"accuracy_{tag}",
+            {
+                "x": list(range(1, settings["rounds"] + 1)),
+                "FedAvg": sp["curve"],
+                "single client (mean)": [mean_local] * settings["rounds"],
+                "central": [central_acc] * settings["rounds"],
+            },
+            title=f"FedAvg test accuracy per round, Dirichlet α = {alpha}, seed {seeds[0]}",
+            xlabel="communication round",
+            ylabel="test accuracy (class-balanced)",
+            yscale="linear",
+        )
     result.table.append(
         {"method": "central (reference)", "split": "pooled", "test accuracy": central_acc}
     )

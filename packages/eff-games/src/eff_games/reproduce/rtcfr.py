@@ -152,7 +152,14 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
         for algo, iterate in METHODS:
             ys = [r["exploitability"] for r in rows if (r["algo"], r["iterate"]) == (algo, iterate)]
             series[f"{algo} {iterate}"] = [max(y, 1e-17) for y in ys]
-        result.series[f"{game_name}_exploitability"] = series
+        result.add_series(
+            f"{game_name}_exploitability",
+            series,
+            title=f"Exploitability on {game_name.replace('_', ' ').capitalize()}",
+            xlabel="iteration",
+            ylabel="exploitability (chips)",
+            yscale="log",
+        )
         marks = sorted({t.iteration for t in THRESHOLDS if t.game == game_name} | {iterations})
         for T in (m for m in marks if m <= iterations):
             for algo, iterate in METHODS:

@@ -278,12 +278,18 @@ def _run(mode: Mode, seed: int) -> Result:
         }
     )
     hist = runs[seed][IMGDA]["history"]
-    result.series["imgda_loss"] = {
-        "x": [h["epoch"] for h in hist],
-        "cross-entropy": [h["ce"] for h in hist],
-        "prototype contrast": [h["cb"] for h in hist],
-        "total": [h["loss"] for h in hist],
-    }
+    result.add_series(
+        "imgda_loss",
+        {
+            "x": [h["epoch"] for h in hist],
+            "cross-entropy": [h["ce"] for h in hist],
+            "prototype contrast": [h["cb"] for h in hist],
+            "total": [h["loss"] for h in hist],
+        },
+        title=f"ImGDA training loss on the imbalanced source graph, seed {seed}",
+        xlabel="epoch",
+        ylabel="training loss (nats)",
+    )
     result.notes += ["Last-epoch target metrics; target labels are used only for evaluation."]
     if mode == "full":
         result.notes += [

@@ -253,10 +253,18 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: PromptMemReproConfig | None = 
         ),
     ]
     result.metrics = {"config": asdict(cfg), "m_star": out["growth"], "a3_gaps": out["a3_gaps"]}
-    result.series["m* vs n"] = {"x": [float(n) for n in cfg.ns]} | {
-        f"data seed {s}": [math.nan if v is None else float(v) for v in ms]
-        for s, ms in out["growth"].items()
-    }
+    result.add_series(
+        "m* vs n",
+        {"x": [float(n) for n in cfg.ns]}
+        | {
+            f"data seed {s}": [math.nan if v is None else float(v) for v in ms]
+            for s, ms in out["growth"].items()
+        },
+        title="Shortest soft prompt that memorizes n examples (frozen random GPT-2)",
+        xlabel="examples to memorize, n",
+        ylabel="prompt length m* (tokens)",
+        yscale="linear",
+    )
     result.notes.append(
         "The paper's bound m = Õ(√(nN)) is for a constructed backbone: not tested. The rank-1 teacher "
         "uses fewer classes than random labels (less information), a confound of the A3 comparison."

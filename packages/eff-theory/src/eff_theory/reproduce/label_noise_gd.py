@@ -113,17 +113,33 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
     ]  # fmt: skip
     first = low[seeds[0]]
     steps = first["gd"].history["step"]
-    result.series["test_error"] = {
-        "x": [float(t) for t in steps],
-        **{LABELS[m]: first[m].history["test_error"] for m in LABELS},
-    }
-    result.series["signal_and_noise_coefficients"] = {
-        "x": [float(t) for t in steps],
-        **{
-            f"max gamma ({LABELS[m]})": first[m].history["max_gamma"] for m in ("gd", "label_noise")
+    result.add_series(
+        "test_error",
+        {
+            "x": [float(t) for t in steps],
+            **{LABELS[m]: first[m].history["test_error"] for m in LABELS},
         },
-        **{f"max rho ({LABELS[m]})": first[m].history["max_rho"] for m in ("gd", "label_noise")},
-    }
+        title=f"Test error during training, low-SNR signal-noise data, seed {seeds[0]}",
+        xlabel="GD step",
+        ylabel="test error (fraction misclassified)",
+        yscale="linear",
+    )
+    result.add_series(
+        "signal_and_noise_coefficients",
+        {
+            "x": [float(t) for t in steps],
+            **{
+                f"max gamma ({LABELS[m]})": first[m].history["max_gamma"]
+                for m in ("gd", "label_noise")
+            },
+            **{
+                f"max rho ({LABELS[m]})": first[m].history["max_rho"] for m in ("gd", "label_noise")
+            },
+        },
+        title=f"Signal learning (γ) vs noise memorisation (ρ), seed {seeds[0]}",
+        xlabel="GD step",
+        ylabel="largest coefficient over neurons",
+    )
     ln_hist = first["label_noise"].history
     reached = [t for t, e in zip(ln_hist["step"], ln_hist["test_error"], strict=True) if e <= 0.05]
     result.metrics["lngd_first_step_test_error_le_0.05"] = reached[0] if reached else None

@@ -212,13 +212,20 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
                 row[f"{b} bits"] = err[(label, d, b if scheme else None)]
             result.table.append(row)
     for d in dims:
-        result.series[f"sin2_vs_bits_d{d}"] = {
-            "x": [float(b) for b in bits],
-            **{
-                label: [err[(label, d, b if scheme else None)] for b in bits]
-                for label, _, scheme in VARIANTS
+        result.add_series(
+            f"sin2_vs_bits_d{d}",
+            {
+                "x": [float(b) for b in bits],
+                **{
+                    label: [err[(label, d, b if scheme else None)] for b in bits]
+                    for label, _, scheme in VARIANTS
+                },
             },
-        }
+            title=f"Quantized streaming PCA error vs precision, d = {d}, seed {seeds[0]}",
+            xlabel="bits per number, β",
+            ylabel="sin² angle to the top eigenvector",
+            yscale="log",
+        )
     result.metrics = {f"sin2[{k[0]},d={k[1]},bits={k[2]}]": v for k, v in err.items()}
     result.notes += [
         f"table: seed {seeds[0]}; mean sin² over {settings.trials} trials; n=5000, b=25 batches (standard: batch size 1), "

@@ -195,10 +195,17 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
     for (p, a), risks in sweep.items():
         for name, r in risks.items():
             result.table.append({"p": p, "a": a, "selector": name, **risk_row(r)})
-    result.series["p_wrong_vs_a"] = {
-        "x": list(A_GRID),
-        **{name: [main[a][name]["p_wrong"] for a in A_GRID] for name in SELECTORS},
-    }
+    result.add_series(
+        "p_wrong_vs_a",
+        {
+            "x": list(A_GRID),
+            **{name: [main[a][name]["p_wrong"] for a in A_GRID] for name in SELECTORS},
+        },
+        title=f"Support recovery failures vs signal strength, p = 10⁴, seed {seeds[0]}",
+        xlabel="signal amplitude, a",
+        ylabel="P(Ŝ ≠ S), Monte Carlo",
+        yscale="linear",
+    )
     truncs = {name: sel.plan(10_000)[0][-1] for name, sel in _selectors(SELECTORS).items()}
     result.metrics = {
         "null_p_any_recovery": null["recovery"]["p_any"],

@@ -246,10 +246,13 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
         "seeds": seeds,
         "per_seed": {str(s): {k: per[s][k] for k in ("ssim", "psnr_weak", "psnr_all")} for s in seeds},
     }  # fmt: skip
-    result.series["lasq_smoke_loss"] = {
-        "x": list(range(len(smoke["loss"]))),
-        "total": smoke["loss"],
-    }
+    result.add_series(
+        "lasq_smoke_loss",
+        {"x": list(range(len(smoke["loss"]))), "total": smoke["loss"]},
+        title="LASQ learned student (CTDN + DDPM), smoke-test training loss",
+        xlabel="training step",
+        ylabel="total training loss",
+    )
     result.notes += [
         f"Automatic gamma has the best PSNR ({rows['auto gamma']['PSNR']:.2f} dB vs the prior's "
         f"{rows['LASQ prior, per pixel']['PSNR']:.2f} dB): the synthetic degradation is itself a "

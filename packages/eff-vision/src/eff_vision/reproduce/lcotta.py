@@ -327,10 +327,17 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
             str(s): {n: r["last"] for n, r in per[s]["out"]["results"].items()} for s in seeds
         },
     }
-    result.series["online_error"] = {
-        "x": list(range(1, cfg.rounds + 1)),
-        **{labels[n]: res[n]["per_round"] for n in METHODS},
-    }
+    result.add_series(
+        "online_error",
+        {
+            "x": list(range(1, cfg.rounds + 1)),
+            **{labels[n]: res[n]["per_round"] for n in METHODS},
+        },
+        title=f"Online error on the long corrupted-digits stream, seed {seed}",
+        xlabel="round (one pass over the six corruptions)",
+        ylabel="online error rate (before each update)",
+        yscale="linear",
+    )
     result.notes += [
         f"{out['steps']} adaptation steps ({cfg.rounds} rounds × {len(DIGIT_CORRUPTIONS)} corruptions); "
         f"source clean accuracy on the stream images {out['info']['clean_stream_accuracy']:.3f}; seeds {seeds} "

@@ -307,10 +307,13 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
         "seeds": seeds,
         "per_seed_psnr": {str(s): {m: r["PSNR"] for m, r in per[s]["rows"].items()} for s in seeds},
     }  # fmt: skip
-    result.series["panlut_train_loss"] = {
-        "x": list(range(len(out["lut_history"]))),
-        "L1": out["lut_history"],
-    }
+    result.add_series(
+        "panlut_train_loss",
+        {"x": list(range(len(out["lut_history"]))), "L1": out["lut_history"]},
+        title=f"Pan-LUT training loss (Wald protocol patches), seed {seed}",
+        xlabel="training step",
+        ylabel="L1 loss (mean |error|, intensity 0–1)",
+    )
     result.notes += [
         "Reconstruction: the pan-sharpening network is not in the official repository; it is rebuilt "
         "from the released PGLUT/SDLUT/IF4DLUT kernels and the VIF fusion network.",

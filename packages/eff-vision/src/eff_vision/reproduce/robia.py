@@ -394,10 +394,16 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
             for name, v in runs.items()
         },
     }  # fmt: skip
-    result.series["stream_epe"] = {
-        "x": list(range(1, out["frames"] + 1)),
-        **{name: v["epe"] for name, v in runs.items()},
-    }
+    result.add_series(
+        "stream_epe",
+        {
+            "x": list(range(1, out["frames"] + 1)),
+            **{name: v["epe"] for name, v in runs.items()},
+        },
+        title=f"Stereo error per frame on the {'→'.join(cfg.domains)} stream, seed {seed}",
+        xlabel="frame of the stream",
+        ylabel="end-point error (px)",
+    )
     result.notes += [
         f"{out['frames']} frames ({'→'.join(cfg.domains)} × {cfg.cycles}, severity {cfg.severity}); "
         f"SGBM numDisparities {cfg.num_disparities}; student BN on test-batch statistics; seeds {seeds}"
