@@ -450,9 +450,12 @@ def load(name: str) -> Callable[..., Result]:
 def run_one(name: str, mode: Mode = "quick", seed: int = 0) -> Result:
     """Run one reproduction; an exception becomes a failed ``Result`` carrying the traceback."""
     check_choice("mode", mode, MODES)
+    from eff_shared.progress import silenced
+
     start = time.perf_counter()
     try:
-        result = load(name)(mode=mode, seed=seed)
+        with silenced():  # the harness reports per reproduction; inner loops stay quiet
+            result = load(name)(mode=mode, seed=seed)
         if not isinstance(result, Result):
             raise ReproductionError(
                 f"reproduction {name!r} returned {type(result).__name__}, expected Result"
