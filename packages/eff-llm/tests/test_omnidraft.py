@@ -561,3 +561,45 @@ def test_quick_reproduction_claims():
     hybrid_vs_dm = [c for t, c in paper.items() if "L_DM-distilled" in t]
     assert len(hybrid_vs_dm) == 2 and all(c.verdict("quick") == "not judged" for c in hybrid_vs_dm)
     assert any("HF UAD" in n for n in result.notes)
+
+
+def _metaspace_bpe(texts, vocab_size: int):
+    """A SentencePiece-style BPE (Metaspace "▁" with a prepended space, byte fallback), as Llama's."""
+    from tokenizers import pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace()])
+    bytes_ = [f"<0x{i:02X}>" for i in range(256)]
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=bytes_, show_progress=False)
+    tok.train_from_iterator(list(texts), trainer)
+    return tok
+
+
+@pytest.mark.parametrize("drafter_kind", ["bytelevel", "metaspace"])
+def test_cache_round_trip_with_bytelevel_and_metaspace_drafters(drafter_kind):
+    """Re-encoding a window with a Metaspace drafter prepends "▁": every cache-update window must
+    still be covered (it was rejected before), the cache fills, and greedy output stays exact."""
+    docs = stdlib_docstrings()
+    tok_t = hf_tokenizer(train_bpe(docs[0::2], 700))
+    if drafter_kind == "metaspace":
+        tok_d = hf_tokenizer(_metaspace_bpe(docs[1::2], 600))
+        assert tok_d.encode("value", add_special_tokens=False) == tok_d.encode(
+            " value", add_special_tokens=False
+        )  # the prepended space
+    else:
+        tok_d = hf_tokenizer(train_bpe(docs[1::2], 600))
+    tr = CrossVocabTranslator(tok_t, tok_d)
+    ids = tok_t.encode(docs[3][:600], add_special_tokens=False)
+    windows = [tr.target.to_bytes(ids[i : i + 4]) for i in range(len(ids) - 4)]
+    covered = [tr._draft_cover(w) is not None for w in windows if w.decode("utf-8", "ignore")]
+    assert np.mean(covered) > 0.95, f"{drafter_kind}: {np.mean(covered):.2f} of windows covered"
+    for i in range(1, len(ids)):
+        tr.reverse(ids[:i], ids[i : i + 1])
+    assert len(tr.cache) >= 5, f"{drafter_kind}: cache has {len(tr.cache)} entries"
+    kw = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
+    target = tiny_llama(vocab_size=len(tok_t), max_position_embeddings=128, seed=5, **kw).eval()
+    drafter = tiny_llama(vocab_size=len(tok_d), max_position_embeddings=128, seed=6, **kw).eval()
+    texts = prompts(3, "val", 40)
+    matches, _, _ = _check_greedy(target, drafter, tok_t, tok_d, texts, tr)
+    assert matches == len(texts)

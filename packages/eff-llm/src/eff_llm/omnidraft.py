@@ -474,11 +474,15 @@ class CrossVocabTranslator:
         except UnicodeDecodeError:
             return None
         d_ids = self.draft.encode(text)
-        if self.draft.to_bytes(d_ids) != text_bytes:
+        got = self.draft.to_bytes(d_ids)
+        # SentencePiece-style drafters (Metaspace, Llama's "▁") prepend a space to text that does
+        # not start with one: the draft tokens then cover b" " + text, one byte ahead of it.
+        shift = 1 if got != text_bytes and got == b" " + text_bytes else 0
+        if got[shift:] != text_bytes:
             return None
-        spans = self._spans(self.draft, d_ids)
-        starts = {s: j for j, (s, e) in enumerate(spans) if e > s}
-        ends = {e: j for j, (s, e) in enumerate(spans) if e > s}
+        spans = [(s - shift, e - shift) for s, e in self._spans(self.draft, d_ids)]
+        starts = {s: j for j, (s, e) in enumerate(spans) if e > s and s >= 0}
+        ends = {e: j for j, (s, e) in enumerate(spans) if e > s and e > 0}
         return d_ids, starts, ends
 
     def reverse(
