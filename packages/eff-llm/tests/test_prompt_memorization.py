@@ -158,3 +158,25 @@ def test_cli_runs_a_small_sweep_and_rejects_bad_values():
     assert "m_star" in res.output
     bad = CliRunner().invoke(app, [*args[:-2], "--seeds", "x"])
     assert bad.exit_code != 0 and "expected integers" in bad.output
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
+def test_random_backbone_ffn_width_and_kv_heads_are_parameters(arch):
+    default = make_random_backbone(arch, hidden_size=16, num_heads=4, seed=3)
+    explicit = make_random_backbone(arch, hidden_size=16, num_heads=4, seed=3, intermediate_size=64)
+    for p, q in zip(default.parameters(), explicit.parameters(), strict=True):
+        assert torch.equal(p, q)  # the default is 4·hidden, bit for bit
+    narrow = make_random_backbone(arch, hidden_size=16, num_heads=4, intermediate_size=24)
+    widths = {m.weight.shape for n, m in narrow.named_modules() if n.endswith(("up_proj", "c_fc"))}
+    assert widths in ({(24, 16)}, {(16, 24)})  # nn.Linear (out, in) or GPT-2's Conv1D (in, out)
+    with pytest.raises(ValueError, match="intermediate_size"):
+        make_random_backbone(arch, hidden_size=16, intermediate_size=0)
+    if arch != "gpt2":
+        gqa = make_random_backbone(arch, hidden_size=16, num_heads=4, num_key_value_heads=2)
+        assert gqa.config.num_key_value_heads == 2
+        assert gqa.model.layers[0].self_attn.k_proj.weight.shape == (8, 16)
+        with pytest.raises(ValueError, match="num_key_value_heads=3 must divide num_heads=4"):
+            make_random_backbone(arch, hidden_size=16, num_heads=4, num_key_value_heads=3)
+    else:
+        with pytest.raises(ValueError, match="num_key_value_heads is for arch"):
+            make_random_backbone(arch, hidden_size=16, num_heads=4, num_key_value_heads=2)

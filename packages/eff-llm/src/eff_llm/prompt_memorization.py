@@ -63,12 +63,15 @@ def make_random_backbone(
     initializer_range: float = 0.2,
     seed: int = 0,
     max_position_embeddings: int = 64,
+    intermediate_size: int | None = None,
+    num_key_value_heads: int | None = None,
 ) -> PreTrainedModel:
     """A randomly initialised causal LM built from config, in ``eval()`` with every parameter frozen.
 
     GPT2: no dropout, ``bos_token_id = eos_token_id = 0`` (transformers warns about the default 50256
-    being outside a 32-token vocabulary). Llama / Qwen2: FFN width 4·hidden, one key/value head per
-    query head.
+    being outside a 32-token vocabulary). ``intermediate_size`` is the FFN width (default
+    4·hidden, every arch); ``num_key_value_heads`` (Llama / Qwen2 only, default one per query head)
+    must divide ``num_heads``.
     """
     check_choice("arch", arch, ARCHS)
     for name, value in (
@@ -82,6 +85,16 @@ def make_random_backbone(
     check_positive("initializer_range", initializer_range)
     if hidden_size % num_heads:
         raise ValueError(f"num_heads={num_heads} must divide hidden_size={hidden_size}")
+    ffn = 4 * hidden_size if intermediate_size is None else intermediate_size
+    check_positive("intermediate_size", ffn, integer=True)
+    kv_heads = num_heads if num_key_value_heads is None else num_key_value_heads
+    check_positive("num_key_value_heads", kv_heads, integer=True)
+    if num_heads % kv_heads:
+        raise ValueError(f"num_key_value_heads={kv_heads} must divide num_heads={num_heads}")
+    if arch == "gpt2" and num_key_value_heads not in (None, num_heads):
+        raise ValueError(
+            "num_key_value_heads is for arch 'llama' or 'qwen2'; GPT-2 has one per head"
+        )
     if arch == "gpt2":
         config = GPT2Config(
             vocab_size=vocab_size,
@@ -92,6 +105,7 @@ def make_random_backbone(
             resid_pdrop=0.0,
             embd_pdrop=0.0,
             attn_pdrop=0.0,
+            n_inner=ffn,
             initializer_range=initializer_range,
             bos_token_id=0,
             eos_token_id=0,
@@ -101,10 +115,10 @@ def make_random_backbone(
         kw = dict(
             vocab_size=vocab_size,
             hidden_size=hidden_size,
-            intermediate_size=4 * hidden_size,
+            intermediate_size=ffn,
             num_hidden_layers=num_layers,
             num_attention_heads=num_heads,
-            num_key_value_heads=num_heads,
+            num_key_value_heads=kv_heads,
             max_position_embeddings=max_position_embeddings,
             initializer_range=initializer_range,
             pad_token_id=None,
