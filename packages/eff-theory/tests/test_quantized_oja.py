@@ -312,3 +312,19 @@ def test_cli_prints_the_table_and_writes_json(tmp_path):
     }
     bad = CliRunner().invoke(app, [*args, "--bits", "x"])
     assert bad.exit_code == 2 and "--bits" in bad.output
+
+
+def test_sweep_spectrum_decay_is_a_parameter():
+    from eff_theory.reproduce.quantized_oja import sweep
+
+    kw = dict(dims=(20,), bits=(8,), n=400, n_batches=10, trials=2, chunk=2, seed=1)
+    paper = sweep(**kw)
+    assert sweep(**kw, decay=2.0) == paper  # the default is the paper's decay
+    flat = sweep(**kw, decay=1.0)
+    assert set(flat) == set(paper)
+    # a flatter spectrum (smaller gap 1/2 instead of 3/4) is harder for full-precision Oja
+    full = [k for k in paper if k[2] is None]
+    assert all(0 <= flat[k] <= 1 for k in flat)
+    assert np.mean([flat[k] for k in full]) > np.mean([paper[k] for k in full])
+    with pytest.raises(ValueError, match="decay"):
+        sweep(**kw, decay=0.0)

@@ -222,6 +222,9 @@ def quantized_oja_cmd(
     n: Annotated[int, typer.Option("--n", help="Stream length.")] = 5000,
     batches: Annotated[int, typer.Option("--batches", help="Batches b of batched Oja.")] = 25,
     trials: Annotated[int, typer.Option("--trials", help="Independent runs averaged.")] = 10,
+    decay: Annotated[
+        float, typer.Option("--decay", help="Spectrum λ_i = i^(−decay); 2 as the paper, 1 flat.")
+    ] = 2.0,
     seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
     json_path: JsonPathOpt = None,
     plot: PlotPathOpt = None,
@@ -234,7 +237,13 @@ def quantized_oja_cmd(
     try:
         with _one_thread():
             err = sweep(
-                tuple(dim_list), tuple(bit_list), n=n, n_batches=batches, trials=trials, seed=seed
+                tuple(dim_list),
+                tuple(bit_list),
+                n=n,
+                n_batches=batches,
+                trials=trials,
+                seed=seed,
+                decay=decay,
             )
     except (ValueError, TypeError) as exc:
         raise typer.BadParameter(str(exc)) from None
@@ -262,6 +271,7 @@ def quantized_oja_cmd(
             "n": n,
             "batches": batches,
             "trials": trials,
+            "decay": decay,
             "seed": seed,
         },
         series=series,

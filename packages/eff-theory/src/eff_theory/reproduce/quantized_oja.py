@@ -77,8 +77,12 @@ def sweep(
     trials: int = 10,
     chunk: int = 5,
     seed: int = 0,
+    decay: float = 2.0,
 ) -> dict[tuple[str, int, int | None], float]:
     """Mean sin² of every variant: keys (variant, d, bits) (bits None for full precision).
+
+    The spectrum is λ_i = i^{−decay} (the paper's 2 by default; 1 is the flatter 1/i spectrum), and
+    the learning rate uses its gap λ₁ − λ₂ = 1 − 2^{−decay}.
 
     Data stream ``make_rng(seed, 0, d)``, the same for every variant; each variant's rounding and
     u_0 come from a fresh ``make_rng(seed, 1, d, chunk)``, so all variants start from the same u_0.
@@ -90,12 +94,12 @@ def sweep(
     sums: dict[tuple[str, int, int | None], float] = {}
     for d in dims:
         # one eigenbasis per d (data seed), fresh samples per chunk of trials
-        basis = spiked_covariance_stream(1, d, rng=make_rng(seed, 0, d)).basis
-        gap = 0.75  # λ₁ − λ₂ = 1 − 1/4 at decay 2
+        first = spiked_covariance_stream(1, d, decay=decay, rng=make_rng(seed, 0, d))
+        basis, gap = first.basis, first.eigengap  # gap λ₁ − λ₂ = 1 − 2^{−decay} (0.75 at decay 2)
         for c, start in enumerate(range(0, trials, chunk)):
             size = min(chunk, trials - start)
             X = spiked_covariance_stream(
-                n, d, n_trials=size, basis=basis, rng=make_rng(seed, 2, d, c)
+                n, d, decay=decay, n_trials=size, basis=basis, rng=make_rng(seed, 2, d, c)
             ).X
             for label, batched, scheme in VARIANTS:
                 b = n_batches if batched else n
