@@ -318,3 +318,31 @@ def test_cli_prints_the_table_and_writes_json(tmp_path):
     assert len(payload["series"]["mean_mle"]["alpha=2.0"]) == 11
     bad = CliRunner().invoke(app, ["heavy-rnn", "--alphas", "2.5", "--n", "40", "--trials", "1"])
     assert bad.exit_code == 2 and "alpha" in bad.output
+
+
+def test_annealed_mle_changes_sign_around_the_transition_and_is_seeded():
+    from eff_theory.heavy_rnn import annealed_max_lyapunov_exponent as annealed
+
+    kw = dict(n_steps=400, warmup=300)
+    for alpha in (1.0, 2.0):
+        below = annealed(60, alpha, 0.3, rng=1, **kw)
+        above = annealed(60, alpha, 3.0, rng=1, **kw)
+        assert below < 0 < above, (alpha, below, above)  # e.g. α = 1: −0.09 vs +0.05
+    assert annealed(60, 1.5, 1.0, rng=4, **kw) == annealed(60, 1.5, 1.0, rng=4, **kw)
+    assert annealed(60, 1.5, 1.0, rng=4, **kw) != annealed(60, 1.5, 1.0, rng=5, **kw)
+    with pytest.raises(ValueError, match="n_steps must exceed warmup"):
+        annealed(60, 1.5, 1.0, n_steps=10, warmup=10)
+    with pytest.raises(ValueError, match="input_std"):
+        annealed(60, 1.5, 1.0, input_std=-1.0)
+
+
+def test_dimension_check_takes_the_input_noise_level():
+    from eff_theory.reproduce.heavy_rnn import dimension_check
+
+    kw = dict(n=40, trials=1, n_steps=120, warmup=60, seed=2)
+    quiet = dimension_check(1.5, **kw)
+    assert dimension_check(1.5, **kw, input_std=0.0) == quiet  # the default is autonomous
+    driven = dimension_check(1.5, **kw, input_std=0.5)
+    assert driven["pr"] != quiet["pr"]
+    with pytest.raises(ValueError, match="input_std"):
+        dimension_check(1.5, **kw, input_std=-0.1)

@@ -6,6 +6,7 @@ __version__ = _version("eff-theory")
 
 from eff_theory.heavy_rnn import (
     HeavyTailedRNN,
+    annealed_max_lyapunov_exponent,
     kaplan_yorke_dimension,
     levy_weight_matrix,
     lyapunov_spectrum,
@@ -102,6 +103,7 @@ __all__ += [
     "QuantizedOja",
     "SignalNoiseData",
     "TrainResult",
+    "annealed_max_lyapunov_exponent",
     "kaplan_yorke_dimension",
     "levy_weight_matrix",
     "lngd_experiment",

@@ -108,14 +108,17 @@ def dimension_check(
     n_steps: int = 500,
     warmup: int = 300,
     seed: int = 0,
+    input_std: float = 0.0,
 ) -> dict[str, float]:
-    """Mean Kaplan–Yorke dimension (full spectrum) and participation ratio at one gain."""
+    """Mean Kaplan–Yorke dimension (full spectrum) and participation ratio at one gain
+    (``input_std`` > 0: driven by I(t) ~ N(0, input_std²), the paper's noisy setting uses 0.1)."""
     Ws = _unit_weights(n, alpha, trials, make_rng(seed, 51, int(alpha * 100)))
     exps, states = lyapunov_spectrum(
         Ws,
         gain,
         n_steps=n_steps,
         warmup=warmup,
+        input_std=input_std,
         rng=make_rng(seed, 52, int(alpha * 100)),
         return_trajectory=True,
     )
