@@ -862,7 +862,7 @@ def enable_lrqk(model: torch.nn.Module, config: LRQKConfig | None = None) -> Any
 
     Registers the attention function ``"lrqk"`` (masks as for SDPA), switches the model to it and
     binds the returned cache to every attention module. Pass the cache to ``generate``:
-    ``model.generate(**inputs, past_key_values=cache, max_new_tokens=...)``; call again for a new
+    ``model.generate(**inputs, cache=cache, max_new_tokens=...)`` (transformers 5 deprecates passing it as ``past_key_values``); call again for a new
     sequence. Batch > 1 with padding, beam search and multi-token decode raise NotImplementedError.
     """
     from transformers import AttentionInterface
