@@ -862,8 +862,8 @@ def enable_lrqk(model: torch.nn.Module, config: LRQKConfig | None = None) -> Any
 
     Registers the attention function ``"lrqk"`` (masks as for SDPA), switches the model to it and
     binds the returned cache to every attention module. Pass the cache to ``generate``:
-    ``model.generate(**inputs, cache=cache, max_new_tokens=...)`` (transformers 5 deprecates passing it as ``past_key_values``); call again for a new
-    sequence. Batch > 1 with padding, beam search and multi-token decode raise NotImplementedError.
+    ``model.generate(**inputs, cache=cache, max_new_tokens=...)`` (transformers 5 deprecates
+    ``past_key_values=`` there); call again for a new sequence. Batch > 1 with padding, beam search and multi-token decode raise NotImplementedError.
     """
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
