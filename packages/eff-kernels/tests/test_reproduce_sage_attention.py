@@ -93,3 +93,22 @@ def test_int8_default_granularity_is_per_thread():
     default = sage_attention(q, k, v)
     assert torch.equal(default, sage_attention(q, k, v, qk_granularity="per_thread"))
     assert not torch.equal(default, sage_attention(q, k, v, qk_granularity="per_block"))
+
+
+def test_make_qkv_cross_attention_lengths_and_sage_accuracy_there():
+    from eff_kernels.attention import attention_error, attention_fp64
+
+    cfg = SageConfig(heads=2, seq=64)
+    q0, k0, v0 = make_qkv("outlier", cfg, 5)
+    q1, k1, v1 = make_qkv("outlier", cfg, 5, kv_seq=64)
+    assert torch.equal(q0, q1) and torch.equal(k0, k1) and torch.equal(v0, v1)  # default = Q's
+    q, k, v = make_qkv("outlier", cfg, 5, kv_seq=160, kv_heads=1)
+    assert q.shape[-2] == 64 and k.shape[-2] == v.shape[-2] == 160 and k.shape[1] == 1
+    out = sage_attention(q, k, v, enable_gqa=True)
+    ref = attention_fp64(q, k, v, enable_gqa=True)
+    assert out.shape == q.shape
+    assert attention_error(out, ref)["cos"] > 0.999
+    with pytest.raises(ValueError, match="kv_seq"):
+        make_qkv("gauss", cfg, 0, kv_seq=0)
+    with pytest.raises(ValueError, match="kv_heads=3 must divide heads=2"):
+        make_qkv("gauss", cfg, 0, kv_heads=3)

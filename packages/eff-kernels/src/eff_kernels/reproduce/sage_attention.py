@@ -93,16 +93,29 @@ def make_qkv(
     heads: int | None = None,
     seq: int | None = None,
     kv_heads: int | None = None,
+    kv_seq: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """fp16 (B, H, N, D) inputs of one distribution (K, V may have fewer heads for GQA)."""
+    """fp16 inputs of one distribution: Q (B, H, N, D), K and V (B, H_kv, N_kv, D).
+
+    K, V may have fewer heads (``kv_heads``, GQA) and another length (``kv_seq``, cross-attention
+    or decoding against a longer cache); both default to Q's.
+    """
     check_choice("dist", dist, DISTS)
+    for name, value in (("heads", heads), ("seq", seq), ("kv_heads", kv_heads), ("kv_seq", kv_seq)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
     g = torch.Generator().manual_seed(seed)
     h = heads or cfg.heads
     hk = kv_heads or h
+    if h % hk:
+        raise ValueError(f"kv_heads={hk} must divide heads={h}")
     n, d, b = seq or cfg.seq, cfg.head_dim, cfg.batch
+    nk = kv_seq or n
     q = torch.randn(b, h, n, d, generator=g)
-    k = torch.randn(b, hk, n, d, generator=g)
-    v = torch.randn(b, hk, n, d, generator=g)
+    k = torch.randn(b, hk, nk, d, generator=g)
+    v = torch.randn(b, hk, nk, d, generator=g)
     if dist == "peaky":
         q, k = q * cfg.peaky_scale, k * cfg.peaky_scale
     elif dist == "outlier":
