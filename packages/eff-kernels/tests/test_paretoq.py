@@ -1,5 +1,6 @@
 """ParetoQ quantizers, STE gradients, quantize_/convert_, packing and the low-bit GEMM."""
 
+import copy
 import math
 
 import pytest
@@ -8,8 +9,10 @@ from torch import nn
 
 from eff_kernels.paretoq import (
     BITS,
+    PackedConv2d,
     PackedLinear,
     ParetoQConfig,
+    QATConv2d,
     QATLinear,
     convert_,
     fake_quant,
@@ -224,6 +227,80 @@ def test_bad_inputs_raise():
         lowbit_matmul(
             torch.randn(2, 5), torch.zeros(3, 2, dtype=torch.uint8), torch.ones(3, 1), 2, 8
         )
+
+
+def make_cnn():
+    """Plain, factorised (1×1 → 3×3 → 1×1, as a Tucker-2 layer), depthwise and reflect-padded convs."""
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.Sequential(
+            nn.Conv2d(8, 4, 1, bias=False),
+            nn.Conv2d(4, 4, 3, stride=2, padding=1, bias=False),
+            nn.Conv2d(4, 8, 1),
+        ),
+        nn.Conv2d(8, 8, 3, padding=1, groups=8, padding_mode="reflect"),
+        nn.Flatten(),
+        nn.Linear(8 * 4 * 4, 5),
+    )
+
+
+def test_conv2d_is_quantized_only_when_asked():
+    model = make_cnn()
+    quantize_(model, ParetoQConfig(bits=2))  # default: Linear layers only, as upstream
+    assert not any(isinstance(m, QATConv2d) for m in model.modules())
+    assert isinstance(model[5], QATLinear)
+    model = make_cnn()
+    quantize_(model, ParetoQConfig(bits=2, conv2d=True))
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert len(convs) == 5 and all(isinstance(m, QATConv2d) for m in convs)
+    q = model[2][1]
+    assert q.weight_clip_val.shape == (4, 1) and q.stride == (2, 2)
+    rows = q.weight.detach().reshape(4, -1)  # α and levels are those of the Linear on patches
+    assert torch.equal(q.weight_clip_val.detach(), init_scale(rows, 2))
+    assert torch.equal(
+        q.quantized_weight().detach().reshape(4, -1), fake_quant(rows, init_scale(rows, 2), 2)
+    )
+    with pytest.warns(UserWarning, match=r"no nn\.Linear or nn\.Conv2d matched"):
+        quantize_(nn.Sequential(nn.ReLU()), ParetoQConfig(bits=2, conv2d=True))
+    with pytest.raises(TypeError, match="conv2d must be a bool"):
+        ParetoQConfig(bits=2, conv2d=1)
+
+
+@pytest.mark.parametrize("bits", BITS)
+def test_convert_packs_conv_weights_and_reproduces_the_qat_output(bits):
+    model = quantize_(make_cnn(), ParetoQConfig(bits=bits, conv2d=True))
+    x = torch.randn(2, 3, 8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    model(x).square().mean().backward()  # the STE reaches conv weights and their α
+    assert model[0].weight.grad.abs().sum() > 0 and model[0].weight_clip_val.grad is not None
+    opt.step()
+    with torch.no_grad():
+        ref = model(x)
+        wq = model[3].quantized_weight().clone()
+    plain = convert_(copy.deepcopy(model), packed=False)
+    assert type(plain[3]) is nn.Conv2d and torch.equal(plain[3].weight, wq)
+    convert_(model, packed=True, backend="reference")
+    packed = [m for m in model.modules() if isinstance(m, PackedConv2d)]
+    assert len(packed) == 5 and all(m.packed.dtype == torch.uint8 for m in packed)
+    assert torch.equal(model[3].dequantized_weight(), wq)
+    with torch.no_grad():
+        assert torch.allclose(model(x), ref, atol=1e-5)
+        assert torch.allclose(plain(x), ref, atol=1e-5)
+    with pytest.raises(TypeError, match="already converted"):
+        quantize_(model, ParetoQConfig(bits=2, conv2d=True))
+
+
+def test_packed_1x1_conv_runs_the_lowbit_gemm_triton_path():
+    conv = QATConv2d.from_conv(nn.Conv2d(16, 6, 1), bits=4)
+    x = torch.randn(2, 16, 3, 5)
+    with torch.no_grad():
+        ref = conv(x)
+    tri = PackedConv2d(conv, backend="triton")
+    assert tri.bits_per_weight == pytest.approx(4 + 32 / 16)
+    with torch.no_grad():
+        assert torch.allclose(tri(x), ref, atol=1e-4)
 
 
 def _int_linear():

@@ -13,12 +13,22 @@ __version__ = _version("eff-kernels")
 
 from eff_kernels.attention import patch_sdpa, register_transformers, sage_attention, sage_attention3
 from eff_kernels.lrqk import LRQKConfig, enable_lrqk
-from eff_kernels.paretoq import PackedLinear, ParetoQConfig, QATLinear, convert_, quantize_
+from eff_kernels.paretoq import (
+    PackedConv2d,
+    PackedLinear,
+    ParetoQConfig,
+    QATConv2d,
+    QATLinear,
+    convert_,
+    quantize_,
+)
 
 __all__ = [
     "LRQKConfig",
+    "PackedConv2d",
     "PackedLinear",
     "ParetoQConfig",
+    "QATConv2d",
     "QATLinear",
     "convert_",
     "enable_lrqk",

@@ -27,6 +27,13 @@ the official code.
 torchao-like flow: :func:`quantize_` (prepare: ``nn.Linear`` → :class:`QATLinear`, in place),
 train, :func:`convert_` (→ :class:`PackedLinear`: codes packed 1/2/4 bits per weight plus the
 per-row scale, computed by :func:`lowbit_matmul` — a Triton dequantize-in-kernel GEMM on CUDA).
+
+Convolutions (our extension; the paper and its code quantize Linear layers only): with
+``ParetoQConfig(conv2d=True)`` every ``nn.Conv2d`` becomes a :class:`QATConv2d` whose weight is read
+as the matrix (out_channels, in_channels/groups·k_h·k_w) — the Linear that a convolution applies to
+im2col patches — so the same quantizers, α per output channel and STEs apply unchanged;
+:func:`convert_` packs it into a :class:`PackedConv2d`. This covers the factorised layers of
+``eff_vision.tensor_compress`` (1×1 → k×k → 1×1, or depthwise k×k).
 """
 
 from __future__ import annotations
@@ -45,8 +52,10 @@ from eff_shared.errors import check_choice
 __all__ = [
     "BITS",
     "LSQFunction",
+    "PackedConv2d",
     "PackedLinear",
     "ParetoQConfig",
+    "QATConv2d",
     "QATLinear",
     "SEQFunction",
     "convert_",
@@ -195,7 +204,8 @@ def init_scale(w: torch.Tensor, bits: float, granularity: str = "per_channel") -
 
 @dataclass(frozen=True)
 class ParetoQConfig:
-    """What :func:`quantize_` applies: bit width, quantizer, scale granularity, excluded modules."""
+    """What :func:`quantize_` applies: bit width, quantizer, scale granularity, excluded modules;
+    ``conv2d=True`` also quantizes ``nn.Conv2d`` layers (:class:`QATConv2d`), off by default."""
 
     bits: float
     quantizer: str = "auto"  # "auto" -> sign | seq | seq | lsq | lsq
@@ -204,9 +214,12 @@ class ParetoQConfig:
     exclude: tuple[str, ...] = ("lm_head", "embed_tokens")
     # A NaN/inf weight or collapsed scale would otherwise give NaN outputs without a word.
     check_finite: bool = True
+    conv2d: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bits", _check_bits(self.bits))
+        if not isinstance(self.conv2d, bool):
+            raise TypeError(f"conv2d must be a bool, got {type(self.conv2d).__name__}")
         _resolve_quantizer(self.bits, self.quantizer)
         check_choice("granularity", self.granularity, ("per_channel", "per_tensor"))
         if isinstance(self.exclude, str):
@@ -281,6 +294,95 @@ class QATLinear(nn.Linear):
                 "ParetoQ: non-finite quantized weight (collapsed or NaN scale)"
             )
         return F.linear(x, w.to(x.dtype), self.bias)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, bits={self.bits}, quantizer={self.quantizer}"
+
+
+class QATConv2d(nn.Conv2d):
+    """``nn.Conv2d`` whose weight is fake-quantized by ParetoQ in every forward.
+
+    The weight [O, I/groups, k_h, k_w] is quantized as the matrix [O, I/groups·k_h·k_w] (one row per
+    output channel, the Linear a convolution applies to im2col patches): one α per output channel
+    (``per_channel``) or per tensor, initialised and trained exactly as in :class:`QATLinear`.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: str | int | tuple[int, int] = 0,
+        dilation: int | tuple[int, int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        *,
+        bits: float = 2,
+        quantizer: str = "auto",
+        granularity: str = "per_channel",
+        learnable_scale: bool = True,
+        check_finite: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(
+            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+            padding_mode, device=device, dtype=dtype,
+        )  # fmt: skip
+        self.bits = _check_bits(bits)
+        self.quantizer = _resolve_quantizer(self.bits, quantizer)
+        self.granularity = granularity
+        self.check_finite = check_finite
+        alpha = init_scale(self.weight.reshape(out_channels, -1), self.bits, granularity).float()
+        if learnable_scale:
+            self.weight_clip_val = nn.Parameter(alpha)
+        else:
+            self.register_buffer("weight_clip_val", alpha)
+
+    @classmethod
+    def from_conv(
+        cls, conv: nn.Conv2d, bits: float, *, quantizer: str = "auto", granularity: str = "per_channel",
+        learnable_scale: bool = True, check_finite: bool = True,
+    ) -> QATConv2d:  # fmt: skip
+        """A QATConv2d with ``conv``'s hyper-parameters, weight and bias, α from its weight."""
+        if not isinstance(conv, nn.Conv2d):
+            raise TypeError(f"conv must be an nn.Conv2d, got {type(conv).__name__}")
+        if isinstance(conv, QATConv2d):
+            raise TypeError("conv is already a QATConv2d")
+        if not conv.weight.is_floating_point():
+            raise TypeError(f"cannot quantize integer weights (dtype {conv.weight.dtype})")
+        new = cls(
+            conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding,
+            conv.dilation, conv.groups, conv.bias is not None, conv.padding_mode, bits=bits,
+            quantizer=quantizer, granularity=granularity, learnable_scale=learnable_scale,
+            check_finite=check_finite, device=conv.weight.device, dtype=conv.weight.dtype,
+        )  # fmt: skip
+        with torch.no_grad():
+            new.weight.copy_(conv.weight)
+            if conv.bias is not None:
+                new.bias.copy_(conv.bias)
+            new.weight_clip_val.copy_(
+                init_scale(conv.weight.reshape(conv.out_channels, -1), new.bits, granularity)
+            )
+        return new
+
+    def quantized_weight(self) -> torch.Tensor:
+        """The fake-quantized weight, shaped like ``weight``."""
+        w = fake_quant(
+            self.weight.reshape(self.out_channels, -1), self.weight_clip_val, self.bits,
+            self.quantizer,
+        )  # fmt: skip
+        return w.reshape(self.weight.shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.quantized_weight()
+        if self.check_finite and not bool(torch.isfinite(w).all()):
+            raise FloatingPointError(
+                "ParetoQ: non-finite quantized weight (collapsed or NaN scale)"
+            )
+        return self._conv_forward(x, w.to(x.dtype), self.bias)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, bits={self.bits}, quantizer={self.quantizer}"
@@ -440,6 +542,73 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bits={self.bits}"
 
 
+class PackedConv2d(nn.Module):
+    """Inference Conv2d with packed low-bit codes (rows = output channels, as :class:`QATConv2d`)
+    and a per-channel scale (from :func:`convert_`).
+
+    Storage is packed like :class:`PackedLinear`. A 1×1 convolution with stride 1, no padding and
+    ``groups=1`` is a GEMM over channels and runs through :func:`lowbit_matmul` (the Triton kernel on
+    CUDA); any other convolution unpacks its (small) weight and calls ``F.conv2d``: there is no fused
+    low-bit convolution kernel.
+    """
+
+    def __init__(self, qat: QATConv2d, backend: str = "auto") -> None:
+        super().__init__()
+        check_choice("backend", backend, ("auto", "reference", "triton"))
+        self.in_channels, self.out_channels = qat.in_channels, qat.out_channels
+        self.kernel_size, self.stride, self.dilation = qat.kernel_size, qat.stride, qat.dilation
+        self.padding, self.groups, self.padding_mode = qat.padding, qat.groups, qat.padding_mode
+        self._reversed_padding_repeated_twice = list(qat._reversed_padding_repeated_twice)
+        self.bits, self.quantizer, self.backend = qat.bits, qat.quantizer, backend
+        self.row_features = qat.weight[0].numel()
+        alpha = qat.weight_clip_val.detach().float().clamp_min(EPS)
+        alpha = alpha.expand(qat.out_channels, 1) if alpha.numel() == 1 else alpha
+        w2 = qat.weight.detach().reshape(qat.out_channels, -1)
+        self.register_buffer("packed", pack_weight(w2, alpha, qat.bits, qat.quantizer))
+        self.register_buffer("scale", alpha.to(qat.weight.dtype).contiguous())
+        self.bias = nn.Parameter(qat.bias.detach().clone()) if qat.bias is not None else None
+
+    @property
+    def bits_per_weight(self) -> float:
+        """Stored bits per weight, codes plus the per-channel scale."""
+        return (
+            (self.packed.nbytes + self.scale.nbytes) * 8 / (self.out_channels * self.row_features)
+        )
+
+    def dequantized_weight(self) -> torch.Tensor:
+        """The weight [O, I/groups, k_h, k_w] in float32."""
+        w = unpack_weight(self.packed, self.scale, self.bits, self.row_features, self.quantizer)
+        return w.reshape(self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+
+    def _is_gemm(self) -> bool:
+        return (
+            self.kernel_size == (1, 1)
+            and self.stride == (1, 1)
+            and self.groups == 1
+            and all(p == 0 for p in self._reversed_padding_repeated_twice)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bias = self.bias.to(x.dtype) if self.bias is not None else None
+        if self._is_gemm() and x.dim() == 4:
+            y = lowbit_matmul(
+                x.movedim(1, -1), self.packed, self.scale, self.bits, self.in_channels,
+                quantizer=self.quantizer, backend=self.backend,
+            ).movedim(-1, 1)  # fmt: skip
+            return y + bias.reshape(1, -1, 1, 1) if bias is not None else y
+        w = self.dequantized_weight().to(x.dtype)
+        if self.padding_mode != "zeros":
+            x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return F.conv2d(x, w, bias, self.stride, 0, self.dilation, self.groups)
+        return F.conv2d(x, w, bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, groups={self.groups}, bits={self.bits}"
+        )
+
+
 # ---------------------------------------------------------------------------------------------
 # model-level prepare / convert
 
@@ -461,22 +630,26 @@ def quantize_(
     filter_fn: Callable[[nn.Module, str], bool] | None = None,
 ) -> nn.Module:
     """Replace (in place) every ``nn.Linear`` not excluded by ``config.exclude`` or ``filter_fn`` by a
-    :class:`QATLinear` (like ``torchao.quantization.quantize_``); returns the model.
+    :class:`QATLinear` (like ``torchao.quantization.quantize_``), and with ``config.conv2d`` every
+    ``nn.Conv2d`` by a :class:`QATConv2d`; returns the model.
 
-    ``filter_fn(module, fqn)`` → True to quantize. Existing QATLinear modules are left alone (applying
-    twice is a no-op); a model already converted to PackedLinear raises TypeError; no match warns.
+    ``filter_fn(module, fqn)`` → True to quantize. Existing QAT modules are left alone (applying
+    twice is a no-op); a model already converted to PackedLinear/PackedConv2d raises TypeError; no
+    match warns.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(config, ParetoQConfig):
         raise TypeError(f"config must be a ParetoQConfig, got {type(config).__name__}")
-    if any(isinstance(m, PackedLinear) for m in model.modules()):
+    if any(isinstance(m, PackedLinear | PackedConv2d) for m in model.modules()):
         raise TypeError(
-            "the model holds PackedLinear modules: it is already converted to low-bit weights"
+            "the model holds PackedLinear/PackedConv2d modules: it is already converted to low-bit "
+            "weights"
         )
+    kinds: tuple[type, ...] = (nn.Linear, nn.Conv2d) if config.conv2d else (nn.Linear,)
     targets = []
     for fqn, mod in model.named_modules():
-        if type(mod) is not nn.Linear or _excluded(fqn, config.exclude):
+        if type(mod) not in kinds or _excluded(fqn, config.exclude):
             continue
         if filter_fn is not None and not filter_fn(mod, fqn):
             continue
@@ -489,40 +662,45 @@ def quantize_(
             )
         targets.append(fqn)
     if not targets:
-        if not any(isinstance(m, QATLinear) for m in model.modules()):
+        if not any(isinstance(m, QATLinear | QATConv2d) for m in model.modules()):
+            what = "nn.Linear or nn.Conv2d" if config.conv2d else "nn.Linear"
             warnings.warn(
-                "quantize_: no nn.Linear matched; the model is unchanged", UserWarning, stacklevel=2
+                f"quantize_: no {what} matched; the model is unchanged", UserWarning, stacklevel=2
             )
         return model
+    opts = dict(
+        quantizer=config.quantizer, granularity=config.granularity,
+        learnable_scale=config.learnable_scale, check_finite=config.check_finite,
+    )  # fmt: skip
     for fqn in targets:
-        lin = model.get_submodule(fqn)
-        _set_child(
-            model, fqn,
-            QATLinear.from_linear(
-                lin, config.bits, quantizer=config.quantizer, granularity=config.granularity,
-                learnable_scale=config.learnable_scale, check_finite=config.check_finite,
-            ),
-        )  # fmt: skip
+        mod = model.get_submodule(fqn)
+        new = (
+            QATConv2d.from_conv(mod, config.bits, **opts)  # type: ignore[arg-type]
+            if isinstance(mod, nn.Conv2d)
+            else QATLinear.from_linear(mod, config.bits, **opts)  # type: ignore[arg-type]
+        )
+        _set_child(model, fqn, new)
     return model
 
 
 def convert_(model: nn.Module, packed: bool = True, backend: str = "auto") -> nn.Module:
     """QAT → inference, in place: every QATLinear becomes a :class:`PackedLinear` (``packed=True``) or
-    a plain ``nn.Linear`` holding the fake-quantized weight. Returns the model.
+    a plain ``nn.Linear`` holding the fake-quantized weight; every QATConv2d likewise a
+    :class:`PackedConv2d` or a plain ``nn.Conv2d``. Returns the model.
 
-    Raises ``ValueError`` when the model holds no QATLinear (never quantized, or already
+    Raises ``ValueError`` when the model holds no QAT module (never quantized, or already
     converted) and when a quantized weight is not finite (naming the module).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    qat = [(fqn, m) for fqn, m in model.named_modules() if isinstance(m, QATLinear)]
+    qat = [(fqn, m) for fqn, m in model.named_modules() if isinstance(m, QATLinear | QATConv2d)]
     if not qat:
         state = (
-            "already converted (it holds PackedLinear modules)"
-            if any(isinstance(m, PackedLinear) for m in model.modules())
+            "already converted (it holds PackedLinear/PackedConv2d modules)"
+            if any(isinstance(m, PackedLinear | PackedConv2d) for m in model.modules())
             else "never quantized: call quantize_(model, ParetoQConfig(...)) and train it first"
         )
-        raise ValueError(f"convert_: the model holds no QATLinear; it was {state}")
+        raise ValueError(f"convert_: the model holds no QATLinear or QATConv2d; it was {state}")
     for fqn, mod in qat:
         with torch.no_grad():
             finite = torch.isfinite(mod.weight).all() & torch.isfinite(mod.quantized_weight()).all()
@@ -532,8 +710,10 @@ def convert_(model: nn.Module, packed: bool = True, backend: str = "auto") -> nn
                     "or scale: training diverged)"
                 )
     for fqn, mod in qat:
-        if packed:
-            new: nn.Module = PackedLinear(mod, backend=backend)
+        if isinstance(mod, QATConv2d):
+            new: nn.Module = _convert_conv(mod, packed, backend)
+        elif packed:
+            new = PackedLinear(mod, backend=backend)
         else:
             new = nn.Linear(
                 mod.in_features,
@@ -548,3 +728,18 @@ def convert_(model: nn.Module, packed: bool = True, backend: str = "auto") -> nn
                     new.bias.copy_(mod.bias)
         _set_child(model, fqn, new)
     return model
+
+
+def _convert_conv(mod: QATConv2d, packed: bool, backend: str) -> nn.Module:
+    if packed:
+        return PackedConv2d(mod, backend=backend)
+    new = nn.Conv2d(
+        mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding, mod.dilation,
+        mod.groups, mod.bias is not None, mod.padding_mode, device=mod.weight.device,
+        dtype=mod.weight.dtype,
+    )  # fmt: skip
+    with torch.no_grad():
+        new.weight.copy_(mod.quantized_weight())
+        if mod.bias is not None:
+            new.bias.copy_(mod.bias)
+    return new
