@@ -603,3 +603,40 @@ def test_cache_round_trip_with_bytelevel_and_metaspace_drafters(drafter_kind):
     texts = prompts(3, "val", 40)
     matches, _, _ = _check_greedy(target, drafter, tok_t, tok_d, texts, tr)
     assert matches == len(texts)
+
+
+def test_draft_logits_processor_sees_the_draft_context_and_keeps_the_output_exact(pair):
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    target, drafter, tok_t, tok_d = pair["target"], pair["drafter"], pair["tok_t"], pair["tok_d"]
+
+    class BanAndRecord(LogitsProcessor):
+        def __init__(self, banned: int) -> None:
+            self.banned, self.calls = banned, []
+
+        def __call__(self, input_ids, scores):
+            self.calls.append(input_ids[0].tolist())
+            scores = scores.clone()
+            scores[:, self.banned] = float("-inf")
+            return scores
+
+    text = "Return the number of"
+    ids = torch.tensor([tok_t.encode(text, add_special_tokens=False)])
+    ref = target.generate(ids, max_new_tokens=16, do_sample=False)
+    plain = omnidraft_generate(target, drafter, tok_t, tok_d, ids, max_new_tokens=16)
+    # ban the drafter's favourite first token: the drafts change, the output may not
+    first = int(
+        drafter(torch.tensor([tok_d.encode(text, add_special_tokens=False)])).logits[0, -1].argmax()
+    )
+    proc = BanAndRecord(first)
+    out = omnidraft_generate(
+        target, drafter, tok_t, tok_d, ids, max_new_tokens=16,
+        draft_logits_processor=LogitsProcessorList([proc]),
+    )  # fmt: skip
+    assert torch.equal(out.sequences, ref) and torch.equal(plain.sequences, ref)
+    assert proc.calls[0] == tok_d.encode(text, add_special_tokens=False)  # the draft context
+    # each later call extends a committed draft context by the tokens drafted so far
+    assert all(len(c) > 0 for c in proc.calls) and len(proc.calls) > 1
+    with pytest.raises(TypeError, match="draft_logits_processor must be a LogitsProcessorList"):
+        omnidraft_generate(target, drafter, tok_t, tok_d, ids, max_new_tokens=2,
+                           draft_logits_processor=proc)  # fmt: skip

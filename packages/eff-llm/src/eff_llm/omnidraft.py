@@ -582,17 +582,24 @@ class _Draft:
     base_len: int  # drafter cache length at the start of the round
     budget: int
     head_stopped: bool = False
+    context: list[int] = field(default_factory=list)  # the draft ids before the first draft token
 
 
 class _DraftPolicy:
     """How draft tokens are drawn: temperature, greedy/sampling, suppression, adaptive stop."""
 
-    def __init__(self, translator, do_sample, temperature, generator, head, gamma):
+    def __init__(self, translator, do_sample, temperature, generator, head, gamma, processor=None):
         self.translator, self.do_sample, self.temperature = translator, do_sample, temperature
         self.generator, self.head, self.gamma = generator, head, gamma
+        self.processor = processor if processor is not None and len(processor) else None
 
-    def dist(self, logits: torch.Tensor) -> torch.Tensor:
+    def dist(self, logits: torch.Tensor, context: list[int] | None = None) -> torch.Tensor:
+        """The drafter's proposal q for the next draft token; ``context`` is the draft-token
+        sequence the logits condition on (what a drafter ``logits_processor`` sees)."""
         logits = logits.float()
+        if self.processor is not None and context is not None:
+            ids = torch.tensor([context], device=logits.device)
+            logits = self.processor(ids, logits[None])[0].float()
         if self.translator.suppress_unmappable:
             mask = self.translator.allowed_draft_mask(logits.shape[-1], logits.device)
             logits = logits.masked_fill(~mask, float("-inf"))
@@ -658,10 +665,10 @@ class _ModelDrafter:
 
     def draft(self, k: int) -> _Draft:
         pol = self.policy
-        d = _Draft([], [], [], [], self.cache.get_seq_length(), k)
+        d = _Draft([], [], [], [], self.cache.get_seq_length(), k, context=list(self.ids))
         logits, hidden, cum = self.logits, self.hidden, 1.0
         for i in range(k):
-            q = pol.dist(logits)
+            q = pol.dist(logits, d.context + d.tokens)
             tok = pol.pick(q)
             d.tokens.append(tok)
             d.probs.append(q)
@@ -744,7 +751,7 @@ class _ModelDrafter:
             logits, hidden = self._forward([], cache=cache, batch=batch)
             nxt, rows = [], []
             for row, (node, p_node, best, cum) in enumerate(frontier):
-                q = self.policy.dist(logits[row])
+                q = self.policy.dist(logits[row], d.context + d.tokens[:pos] + list(node))
                 h = None if hidden is None else hidden[row]
                 cum_child = cum * self.policy.accept_prob(h)
                 can_extend = depth + 1 < budget and not self.policy.stops(cum_child)
@@ -861,6 +868,7 @@ def _run_loop(
     generator: torch.Generator | None,
     eos_token_ids: set[int],
     update_cache: bool = True,
+    draft_logits_processor: LogitsProcessorList | None = None,
 ) -> SpeculativeOutput:
     if input_ids.ndim != 2 or input_ids.shape[0] != 1:
         raise ValueError(
@@ -870,9 +878,16 @@ def _run_loop(
         raise ValueError("input_ids must hold at least one prompt token")
     device = input_ids.device
     t_dev = next(target.parameters()).device
+    if draft_logits_processor is not None and not isinstance(draft_logits_processor, list):
+        raise TypeError(
+            "draft_logits_processor must be a LogitsProcessorList (or a list of processors), "
+            f"got {type(draft_logits_processor).__name__}"
+        )
     if isinstance(drafter, OracleDrafter):
         if do_sample:
             raise ValueError("OracleDrafter is deterministic: use do_sample=False")
+        if draft_logits_processor:
+            raise ValueError("draft_logits_processor needs a model drafter, not an OracleDrafter")
         source: Any = _OracleSource(drafter, translator)
         d_size = translator.draft.size
     else:
@@ -883,7 +898,10 @@ def _run_loop(
                 f"target and drafter must be on the same device, got {t_dev} and {d_dev}"
             )
         gamma = 0.5 if stop_threshold is None else float(stop_threshold)
-        policy = _DraftPolicy(translator, do_sample, temperature, generator, acceptance_head, gamma)
+        procs = LogitsProcessorList(list(draft_logits_processor or []))
+        policy = _DraftPolicy(
+            translator, do_sample, temperature, generator, acceptance_head, gamma, procs
+        )
         source = _ModelDrafter(drafter, policy)
         d_size = drafter.config.vocab_size
     if input_ids.device != t_dev:
@@ -1040,13 +1058,18 @@ def omnidraft_generate(
     logits_processor: LogitsProcessorList | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     update_cache: bool = True,
+    draft_logits_processor: LogitsProcessorList | None = None,
 ) -> SpeculativeOutput:
     """Cross-vocabulary speculative decoding of ``max_new_tokens`` tokens (batch size 1).
 
     ``translator`` (with its n-gram cache) persists across calls — pass the same one to keep the
     online cache; otherwise one is built from the two tokenizers. ``do_sample`` draws from
     softmax(logits / temperature) (plus ``logits_processor``) and preserves that distribution;
-    greedy output equals the target's own greedy output.
+    greedy output equals the target's own greedy output. ``draft_logits_processor`` is applied to
+    the drafter's logits (called with the draft-token context) before its proposal is formed: it
+    changes only the acceptance rate, never the output distribution — e.g. the target's watermark
+    processor with the same key when the drafter shares the tokenizer, so that the drafter proposes
+    from the watermarked distribution the target will verify against.
     """
     check_positive("max_new_tokens", max_new_tokens, integer=True)
     _check_common(num_draft_tokens, temperature, stop_threshold, residual, acceptance_head)
@@ -1082,6 +1105,7 @@ def omnidraft_generate(
         generator=generator,
         eos_token_ids=eos,
         update_cache=update_cache,
+        draft_logits_processor=draft_logits_processor,
     )
 
 
