@@ -4,7 +4,8 @@ replay in edge embeddings, plus its pluggable LLM and embedder interfaces.
 Paper: "ReMindRAG: Low-Cost LLM-Guided Knowledge Graph Traversal for Efficient RAG", NeurIPS 2025,
 arXiv 2510.13193; code ``kilgrims/ReMindRAG``. See :mod:`eff_graph.remindrag.core` for the algorithm,
 the formulas and every code-vs-paper discrepancy. This subpackage needs neither torch nor
-torch_geometric (only :class:`MiniLMEmbedder`, extra ``eff-graph[embed]``, imports torch).
+torch_geometric (only :class:`MiniLMEmbedder`, extra ``eff-graph[embed]``, and :class:`HFReader`, a
+local transformers causal LM as the LLM, extra ``eff-graph[hf]``, import torch, and only when used).
 """
 
 from eff_graph.remindrag.core import (
@@ -18,6 +19,7 @@ from eff_graph.remindrag.core import (
     punish_memory,
 )
 from eff_graph.remindrag.embed import Embedder, HashingEmbedder, MiniLMEmbedder, check_embeddings
+from eff_graph.remindrag.hf import HFReader, byte_level_tokenizer
 from eff_graph.remindrag.kg import EdgeView, KnowledgeGraph
 from eff_graph.remindrag.llm import (
     Completion,
@@ -32,6 +34,7 @@ __all__ = [
     "Completion",
     "EdgeView",
     "Embedder",
+    "HFReader",
     "HashingEmbedder",
     "KnowledgeGraph",
     "LLMClient",
@@ -44,6 +47,7 @@ __all__ = [
     "ScriptedReader",
     "UsageMeter",
     "build_world_kg",
+    "byte_level_tokenizer",
     "check_embeddings",
     "edge_weight",
     "enhance_memory",
