@@ -114,6 +114,14 @@ def test_generate_mode_with_an_untuned_model_fails_loudly_in_remindrag(tok):
     assert rag.meter.calls == 3
 
 
+def test_from_pretrained_loads_a_local_directory(tok, tmp_path):
+    tiny_llama(tok).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    reader = HFReader.from_pretrained(str(tmp_path), mode="generate", max_new_tokens=3)
+    out = reader.complete(MSG)
+    assert out.completion_tokens <= 3 and out.prompt_tokens == len(reader.render(MSG).encode()) + 1
+
+
 def test_bad_arguments_raise(tok):
     model = tiny_llama(tok)
     with pytest.raises(ValueError, match="mode"):

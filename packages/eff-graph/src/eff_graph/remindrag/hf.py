@@ -109,14 +109,23 @@ class HFReader:
         self._pad = pad if pad is not None else (tokenizer.eos_token_id or 0)
 
     @classmethod
-    def from_pretrained(cls, path: str, *, torch_dtype: Any = None, **kw: Any) -> HFReader:
+    def from_pretrained(cls, path: str, *, dtype: Any = None, **kw: Any) -> HFReader:
         """Load a local model directory (``AutoModelForCausalLM``/``AutoTokenizer`` with
-        ``local_files_only=True``: nothing is downloaded); ``kw`` go to :class:`HFReader`."""
+        ``local_files_only=True``: nothing is downloaded) in ``dtype`` (None: the checkpoint's);
+        ``kw`` go to :class:`HFReader`."""
         _, transformers = _import_hf()
-        tok = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            path, local_files_only=True, dtype=torch_dtype
-        ).eval()
+        from transformers.utils import logging as hf_logging
+
+        bar = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar on stderr
+        try:
+            tok = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                path, local_files_only=True, dtype=dtype
+            ).eval()
+        finally:
+            if bar:
+                hf_logging.enable_progress_bar()
         return cls(model, tok, **kw)
 
     # ------------------------------------------------------------------ prompt and tokens
