@@ -328,3 +328,30 @@ def test_sweep_spectrum_decay_is_a_parameter():
     assert np.mean([flat[k] for k in full]) > np.mean([paper[k] for k in full])
     with pytest.raises(ValueError, match="decay"):
         sweep(**kw, decay=0.0)
+
+
+def test_flat_spectrum_outlier_comes_from_a_step_size_set_for_the_wrong_gap():
+    """Issue: at λ_i = 1/i, d = 500, one batched 10-bit linear-grid run of ten ended far from v₁
+    (sin² 0.16 while the 12-bit run reached 0.02) — error not monotone in bits. Cause: η set with
+    the paper's gap 0.75 (decay 2) instead of this spectrum's 0.5, i.e. 1.5× too small. From an
+    unlucky start (u₀·v₁ ≈ 0) v₂ grows first and v₁ must overtake it at (1+ηλ₁)/(1+ηλ₂) per step;
+    unbiased rounding noise re-draws the tiny v₁ component early on, so with the smaller η some runs
+    end mid-overtake. With η from the true gap every run converges at 10 and 12 bits."""
+    from eff_shared.seeding import make_rng
+
+    n, b, d, seed = 5000, 25, 500, 5
+    first = spiked_covariance_stream(1, d, decay=1.0, rng=make_rng(seed, 0, d))
+    X = spiked_covariance_stream(
+        n, d, decay=1.0, n_trials=10, basis=first.basis, rng=make_rng(seed, 2, d, 0)
+    ).X
+    assert first.eigengap == pytest.approx(0.5)
+
+    def worst(gap, bits):
+        q = None if bits is None else LinearQuantizer(bits)
+        u = quantized_oja(X, n_batches=b, learning_rate=oja_learning_rate(n, b, gap),
+                          quantizer=q, rng=make_rng(seed, 1, d, 0), on_zero="keep")  # fmt: skip
+        return max(float(sin2_error(u[i], first.basis[:, 0])) for i in range(10))
+
+    assert worst(0.75, 10) > 0.1  # the reported outlier, with the wrong gap
+    for bits in (10, 12, None):
+        assert worst(first.eigengap, bits) < 0.05, bits
