@@ -31,8 +31,6 @@ def _load():
 
 @pytest.fixture(scope="module")
 def pipeline():
-    pytest.importorskip("eff_llm")
-    pytest.importorskip("eff_kernels")
     import torch
 
     mod = _load()

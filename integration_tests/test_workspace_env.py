@@ -14,6 +14,7 @@ GUARDED = {
     "opacus": "eff-llm[dp] (root dependency)",
     "tensorly": "the root dev group",
     "torch": "the torch packages",
+    "matplotlib": "eff-shared[plot] (root dependency)",
 }
 
 
