@@ -88,3 +88,16 @@ def test_reproduce_harness_silences_inner_loops(every_line, capsys):
     result = run_one("shared.fedavg", "quick", 0)
     assert result.error is None
     assert "(rounds)" not in capsys.readouterr().err
+
+
+def test_reproduce_off_a_terminal_prints_a_heartbeat_and_one_line_per_result():
+    import shutil
+
+    eff = shutil.which("eff") or os.path.join(os.path.dirname(sys.executable), "eff")
+    env = ENV | {"EFF_PROGRESS_EVERY_S": "0.2"}
+    cmd = [eff, "reproduce", "theory.lora_meta", "shared.fedavg", "-j", "1"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "reproduce: 0/2 finished, " in proc.stderr  # the heartbeat while the first one runs
+    done = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
+    assert len(done) == 2, proc.stdout  # one line per finished reproduction

@@ -14,7 +14,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 from typing import Annotated, Any
@@ -276,7 +276,10 @@ def reproduce_cmd(
             if lines:
                 print(_done_line(result, finished, len(selected)), flush=True)
 
-        with _torch_threads(threads if jobs == 1 else 0):
+        with (
+            _torch_threads(threads if jobs == 1 else 0),
+            _heartbeat(lines, lambda: f"reproduce: {finished}/{len(selected)} finished", started),
+        ):
             results = run_many(selected, mode, seed, on_start, on_done, jobs=jobs, threads=threads)
     elapsed = time.perf_counter() - started
     report.print_results(results, console)
@@ -314,6 +317,34 @@ def _installed_version(name: str) -> str:
         return distribution(name).version
     except PackageNotFoundError:
         return "not installed"
+
+
+@contextlib.contextmanager
+def _heartbeat(enabled: bool, status: Callable[[], str], started: float) -> Iterator[None]:
+    """Off a terminal, a line on stderr every minute (``EFF_PROGRESS_EVERY_S`` if set) while a long
+    run has nothing else to say: a full reproduction can run for many minutes between results."""
+    import threading
+
+    from eff_shared.progress import EVERY_ENV
+
+    if not enabled:
+        yield
+        return
+    every = float(os.environ.get(EVERY_ENV) or 60.0)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            elapsed = time.perf_counter() - started
+            print(f"{status()}, {elapsed:.0f} s elapsed", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def print_package_info(
