@@ -220,3 +220,57 @@ def test_quick_reproduction_claims_hold():
     assert gain.expected == "xfail" and gain.headline and "20.73" in gain.paper
     assert gain.values == non_inf.values  # the same per-seed differences
     assert [r["method"] for r in result.table] == ["FedAvg", "FedPhoenix r_s=0.4·R"]
+
+
+def test_transform_hook_adds_a_client_specific_spurious_feature():
+    """The setting the paper motivates: on each client a marker pixel (its position specific to
+    the client) encodes the label; the test set has none. The hook must reach what clients train
+    on, and only that."""
+    from eff_vision.reproduce.fedphoenix import (
+        ClientConfig,
+        FedPhoenixReproConfig,
+        accuracy,
+        client_update,
+        federate,
+    )
+
+    marker = 2.0  # digits are scaled to [0, 1]: 2.0 never occurs naturally
+    calls, seen, tested = [], [], []
+
+    def spurious(x, y, client_id, rng):
+        assert isinstance(rng, np.random.Generator)
+        calls.append(client_id)
+        x = x.clone()
+        x[torch.arange(len(y)), 0, client_id % 8, y % 8] = marker
+        return x, y
+
+    def test_transform(x, y):
+        tested.append(x)
+        return x, y
+
+    def recording_update(state, data, cfg, rng):
+        assert isinstance(cfg, ClientConfig)
+        seen.append(data)
+        return client_update(state, data, cfg, rng)
+
+    cfg = FedPhoenixReproConfig(rounds=2)
+    out = federate(cfg, 0, PhoenixReset(theta=2 / 32, stop_round=2), rounds=2,
+                   transform=spurious, test_transform=test_transform, update=recording_update)  # fmt: skip
+    assert calls == list(range(cfg.n_clients))
+    assert len(seen) == 2 * cfg.clients_per_round and len(out["accuracy"]) == 2
+    for x, y in seen:  # the marker sits where the client's transform put it, and only there
+        rows, cols = (x[:, 0] == marker).nonzero(as_tuple=True)[1:]
+        assert len(rows) == len(y) and torch.equal(cols, y % 8)
+        assert len(set(rows.tolist())) == 1  # one client-specific row
+    assert len(tested) == 1 and not (tested[0] == marker).any()  # absent at test
+    # the public pieces work on their own
+    state, n, metrics = client_update(
+        out["final_state"], seen[0], ClientConfig(), np.random.default_rng(0)
+    )
+    assert n == len(seen[0][1]) and metrics["loss"] > 0
+    assert 0.0 <= accuracy(state, *seen[0]) <= 1.0
+    # without hooks the federation is the default one
+    plain = federate(cfg, 0, PhoenixReset(theta=2 / 32, stop_round=2), rounds=2)
+    again = federate(cfg, 0, PhoenixReset(theta=2 / 32, stop_round=2), rounds=2,
+                     test_transform=lambda x, y: (x, y))  # fmt: skip
+    assert plain["accuracy"] == again["accuracy"]

@@ -21,6 +21,7 @@ are checks. Quick mode runs 100 rounds with r_s = 0.4·R at one seed; full mode 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,12 +33,21 @@ from torch import nn
 from eff_shared.errors import check_choice
 from eff_shared.federated import FedAvg, InProcessRunner, dirichlet_partition
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
-from eff_shared.seeding import derive_seed
+from eff_shared.seeding import derive_seed, make_rng
 from eff_shared.torch import torch_generator
 from eff_vision.data.digits import digits_splits
 from eff_vision.fedphoenix import PhoenixReset, ResetTrace, phoenix_pre_local_train
 
-__all__ = ["FedDigitsCNN", "FedPhoenixReproConfig", "federate", "mechanics", "run"]
+__all__ = [
+    "ClientConfig",
+    "FedDigitsCNN",
+    "FedPhoenixReproConfig",
+    "accuracy",
+    "client_update",
+    "federate",
+    "mechanics",
+    "run",
+]
 
 
 class FedDigitsCNN(nn.Module):
@@ -80,37 +90,47 @@ class FedPhoenixReproConfig:
 
 
 @dataclass(frozen=True)
-class _ClientCfg:
-    x: torch.Tensor
-    y: torch.Tensor
-    epochs: int
-    lr: float
-    batch_size: int
+class ClientConfig:
+    """The local training of :func:`client_update`: ``epochs`` passes of plain SGD (learning rate
+    ``lr``, mini-batches of ``batch_size`` in a fresh order each epoch)."""
+
+    epochs: int = 1
+    lr: float = 0.05
+    batch_size: int = 16
 
 
-def _client_update(
-    global_state: dict[str, Any], data: np.ndarray, cfg: _ClientCfg, rng: np.random.Generator
+ClientData = tuple[torch.Tensor, torch.Tensor]
+Transform = Callable[[torch.Tensor, torch.Tensor, int, np.random.Generator], ClientData]
+TestTransform = Callable[[torch.Tensor, torch.Tensor], ClientData]
+
+
+def client_update(
+    global_state: dict[str, Any], data: ClientData, cfg: ClientConfig, rng: np.random.Generator
 ) -> tuple[dict[str, torch.Tensor], int, dict[str, float]]:
-    """Plain local SGD on the client's (possibly reset) copy; returns the full local state."""
+    """The runner's ``client_update``: plain local SGD of a :class:`FedDigitsCNN` loaded with the
+    client's (possibly reset) copy ``global_state`` on the client's ``data = (x, y)`` (``x`` of
+    shape (n, 1, 8, 8), ``y`` int64 labels); batch orders come from ``rng``. Returns the full
+    local state, ``n`` and ``{"loss": mean training loss}``."""
+    x, y = data
     model = FedDigitsCNN()
     model.load_state_dict(global_state)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
-    idx = torch.from_numpy(np.asarray(data, dtype=np.int64))
     gen = torch_generator(rng)
     total, count = 0.0, 0
     for _ in range(cfg.epochs):
-        for batch in idx[torch.randperm(len(idx), generator=gen)].split(cfg.batch_size):
+        for batch in torch.randperm(len(y), generator=gen).split(cfg.batch_size):
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(cfg.x[batch]), cfg.y[batch])
+            loss = F.cross_entropy(model(x[batch]), y[batch])
             loss.backward()
             opt.step()
             total += float(loss.detach()) * len(batch)
             count += len(batch)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    return state, len(idx), {"loss": total / max(count, 1)}
+    return state, len(y), {"loss": total / max(count, 1)}
 
 
-def _accuracy(state: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> float:
+def accuracy(state: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> float:
+    """Top-1 accuracy on ``(x, y)`` of a :class:`FedDigitsCNN` loaded with ``state``."""
     model = FedDigitsCNN()
     model.load_state_dict(state)
     with torch.no_grad():
@@ -123,10 +143,29 @@ def federate(
     reset: PhoenixReset | None,
     traces: list[tuple[int, ResetTrace]] | None = None,
     rounds: int | None = None,
+    *,
+    transform: Transform | None = None,
+    test_transform: TestTransform | None = None,
+    update: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:
-    """One federation (FedAvg when ``reset`` is None, else FedPhoenix); returns its accuracy curve."""
+    """One federation (FedAvg when ``reset`` is None, else FedPhoenix); returns its accuracy curve.
+
+    ``traces`` collects ``(round, ResetTrace)`` of every reset; ``rounds`` overrides
+    ``cfg.rounds``. ``transform(x, y, client_id, rng) -> (x, y)`` changes each client's training
+    data once, before the federation (e.g. a client-specific spurious feature); ``rng`` is a numpy
+    generator of its own per (seed, client). ``test_transform(x, y) -> (x, y)`` changes the test
+    set. ``update`` replaces :func:`client_update` (same signature; it receives the client's
+    ``(x, y)`` and a :class:`ClientConfig`). Without these the federation is unchanged.
+    """
     (xtr, ytr), (xte, yte) = digits_splits((cfg.n_train, cfg.n_test), seed)
     parts = dirichlet_partition(ytr.numpy(), cfg.n_clients, cfg.beta, seed, min_size=cfg.min_size)
+    data = []
+    for c, part in enumerate(parts):
+        idx = torch.from_numpy(np.asarray(part, dtype=np.int64))
+        xy = (xtr[idx], ytr[idx])
+        data.append(xy if transform is None else tuple(transform(*xy, c, make_rng(seed, 94, c))))
+    if test_transform is not None:
+        xte, yte = test_transform(xte, yte)
     torch.manual_seed(derive_seed(seed, 91))
     init = {k: v.clone() for k, v in FedDigitsCNN().state_dict().items()}
     hook = None if reset is None else phoenix_pre_local_train(FedDigitsCNN(), reset, traces)
@@ -135,11 +174,11 @@ def federate(
         cfg.clients_per_round,
         seed,
         pre_local_train=hook,
-        evaluate_fn=lambda s, r: {"accuracy": _accuracy(s, xte, yte)},
+        evaluate_fn=lambda s, r: {"accuracy": accuracy(s, xte, yte)},
     )
-    client_cfg = _ClientCfg(xtr, ytr, cfg.local_epochs, cfg.lr, cfg.batch_size)
+    client_cfg = ClientConfig(cfg.local_epochs, cfg.lr, cfg.batch_size)
     t0 = time.process_time()
-    res = runner.run(init, _client_update, FedAvg(), parts, client_cfg)
+    res = runner.run(init, update or client_update, FedAvg(), data, client_cfg)
     dropped = {r.round: r.dropped for r in res.rounds if r.dropped}
     if dropped:  # the runner drops failing clients; in a reproduction that is a bug
         raise RuntimeError(f"clients failed during the federation: {dropped}")
