@@ -7,6 +7,8 @@ from torch import nn
 
 from eff_vision.combo import (
     ComBo,
+    ConstantDecoy,
+    DecoyBackbone,
     LinearProbe,
     MultiBackboneFeatures,
     NoiseDecoy,
@@ -183,6 +185,88 @@ def test_noise_decoy_is_input_independent_and_seeded():
     out = a(x)
     assert torch.equal(out, b(torch.zeros_like(x)))  # same stream, whatever the input
     assert out.shape == (5, 3, 2, 2)
+
+
+def test_constant_decoy_is_one_seeded_image_and_user_decoys_are_wrapped():
+    a = ConstantDecoy(3, (2, 2), seed=4)
+    out = a(_x(5))
+    assert out.shape == (5, 3, 2, 2)
+    assert torch.equal(out, a(torch.zeros(5, 1, 8, 8))) and torch.equal(out[0], out[4])
+    assert torch.equal(out[0], ConstantDecoy(3, (2, 2), seed=4).image)
+    assert not torch.equal(out[0], ConstantDecoy(3, (2, 2), seed=5).image)
+    user = DecoyBackbone(lambda x: x.repeat(1, 2, 1, 1))  # any map-valued callable
+    assert torch.equal(user(_x(2)), _x(2).repeat(1, 2, 1, 1))
+    module = DecoyBackbone(nn.Conv2d(1, 4, 3, padding=1))
+    feats = MultiBackboneFeatures({"d": module}, {"d": ["out"]}, grid=(4, 4))
+    assert feats(_x(3)).shape == (3, 16, 4)
+    assert not any(p.requires_grad for p in module.parameters())  # frozen like any backbone
+    with pytest.raises(TypeError, match="fn must be callable"):
+        DecoyBackbone(3)
+
+
+def _tiny_combo_cfg(**kw):
+    from eff_vision.reproduce.combo import ComboReproConfig
+
+    return ComboReproConfig(ntr=60, tasks=("parity",), linear_epochs=1, combo_epochs=1, **kw)
+
+
+@pytest.mark.parametrize("decoy", ["noise", "constant", "user-fn", "user-module"])
+def test_reproduction_decoy_options(decoy):
+    """Each decoy option reaches the extractor as the backbone "decoy", its tokens have the
+    expected shape and the probes run with it; only "noise" is re-drawn during training."""
+    from eff_vision.reproduce.combo import build_features, experiment, make_decoy, probe_task
+
+    calls = []
+
+    def user_fn(x):
+        calls.append(len(x))
+        return torch.ones(len(x), 6, 4, 4) * torch.arange(6.0)[:, None, None]
+
+    value = {"user-fn": user_fn, "user-module": nn.Conv2d(1, 6, 3, stride=2, padding=1)}.get(
+        decoy, decoy
+    )
+    cfg = _tiny_combo_cfg(decoy=value)
+    kind = {"noise": NoiseDecoy, "constant": ConstantDecoy}.get(decoy, DecoyBackbone)
+    assert isinstance(make_decoy(value, 0), kind)
+    feats, bb = build_features(cfg, 0)
+    assert isinstance(feats.backbones["decoy"], kind)
+    x = bb.downstream[0][:7]
+    tok = feats(x)
+    n_decoy = 6 if decoy.startswith("user") else 32
+    assert tok.shape == (7, 16, 4 * (16 + 32) + n_decoy)
+    assert feats.in_dims["decoy"] == n_decoy
+    if decoy == "user-fn":
+        assert calls == [7]
+    if decoy == "user-module":
+        assert feats.backbones["decoy"].fn is value
+    same = torch.equal(tok[..., feats.columns["decoy"]], feats(x)[..., feats.columns["decoy"]])
+    assert same == (decoy != "noise")  # only the noise decoy changes at every use
+    data = (
+        bb.downstream[0][:40],
+        bb.downstream[1][:40] % 2,
+        bb.downstream[0][40:60],
+        bb.downstream[1][40:60] % 2,
+    )
+    out, row = probe_task(cfg, feats, "parity", data, seed=0)
+    assert set(out["importance_decoy"]) == {"sup", "ae", "rot", "random", "decoy"}
+    assert "ComBo (all + decoy)" in row and 0.0 <= out["combo_decoy"] <= 1.0
+    res = experiment(cfg, 0)
+    assert res["in_dims"]["decoy"] == n_decoy and res["backbones_unchanged"]
+
+
+def test_reproduction_decoy_none_and_bad_values():
+    from eff_vision.reproduce.combo import build_features, make_decoy
+
+    feats, _ = build_features(_tiny_combo_cfg(decoy=None), 0)
+    assert "decoy" not in feats.backbones and make_decoy(None, 0) is None
+    with pytest.raises(
+        ValueError, match=r"decoy must be one of \['noise', 'constant', None\] or a callable"
+    ):
+        _tiny_combo_cfg(decoy="zeros")
+    with pytest.raises(TypeError, match=r"decoy must be one of .* got 3"):
+        _tiny_combo_cfg(decoy=3)
+    with pytest.raises(ValueError, match="decoy must be one of"):
+        make_decoy("uniform", 0)
 
 
 def test_bad_inputs():

@@ -43,6 +43,8 @@ from eff_shared.progress import track
 
 __all__ = [
     "ComBo",
+    "ConstantDecoy",
+    "DecoyBackbone",
     "LinearProbe",
     "MultiBackboneFeatures",
     "NoiseDecoy",
@@ -291,6 +293,45 @@ class NoiseDecoy(nn.Module):
         return self.out(
             noise.to(device=x.device, dtype=x.dtype if x.is_floating_point() else torch.float32)
         )
+
+
+class ConstantDecoy(nn.Module):
+    """A decoy "backbone" whose output is one constant image [C, H, W] for every input.
+
+    The image is drawn once from N(0, 1) with ``seed`` (a value constant over channels would be
+    erased by the per-token LayerNorm of :class:`MultiBackboneFeatures`); it carries no information
+    about the input. Its single layer is ``"out"``.
+    """
+
+    def __init__(self, channels: int = 32, grid: tuple[int, int] = (4, 4), seed: int = 0) -> None:
+        super().__init__()
+        check_positive("channels", channels, integer=True)
+        gen = torch.Generator().manual_seed(seed)
+        self.register_buffer("image", torch.randn((channels, *tuple(grid)), generator=gen))
+        self.out = nn.Identity()
+
+    def forward(self, x: Tensor) -> Tensor:
+        dtype = x.dtype if x.is_floating_point() else torch.float32
+        image = self.image.to(device=x.device, dtype=dtype)
+        return self.out(image.expand(x.shape[0], *image.shape))
+
+
+class DecoyBackbone(nn.Module):
+    """A user's decoy as a backbone: ``fn(x) -> Tensor`` (a function or an ``nn.Module``, frozen
+    like every backbone) whose output ([B, C, H, W], [B, T, D], or [B, D] with ``grid=None``) is
+    the single hookable layer ``"out"``."""
+
+    def __init__(self, fn: Callable[[Tensor], Tensor]) -> None:
+        super().__init__()
+        if not callable(fn):
+            raise TypeError(
+                f"fn must be callable (a function or nn.Module), got {type(fn).__name__}"
+            )
+        self.fn = fn
+        self.out = nn.Identity()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.out(self.fn(x))
 
 
 def select_columns(

@@ -24,17 +24,21 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_vision.combo import (
     ComBo,
+    ConstantDecoy,
+    DecoyBackbone,
     LinearProbe,
     MultiBackboneFeatures,
     NoiseDecoy,
@@ -44,15 +48,65 @@ from eff_vision.combo import (
     select_backbones,
     select_columns,
 )
-from eff_vision.data.backbones import PROBE_TASKS, digit_probe_tasks, toy_digit_backbones
+from eff_vision.data.backbones import (
+    PROBE_TASKS,
+    ToyDigitBackbones,
+    digit_probe_tasks,
+    toy_digit_backbones,
+)
 
-__all__ = ["ComboReproConfig", "experiment", "run"]
+__all__ = [
+    "DECOYS",
+    "ComboReproConfig",
+    "build_features",
+    "experiment",
+    "make_decoy",
+    "probe_task",
+    "run",
+]
 
 NUM_CLASSES = {"digit10": 10, "parity": 2, "rot4": 4, "flip_noise": 10}
+DECOYS = ("noise", "constant")
+Decoy = str | Callable[[torch.Tensor], torch.Tensor] | nn.Module | None
+
+
+def _check_decoy(decoy: Any) -> None:
+    if decoy is None or (decoy in DECOYS if isinstance(decoy, str) else callable(decoy)):
+        return
+    msg = (f"decoy must be one of {[*DECOYS, None]!r} or a callable / nn.Module decoy backbone, "
+           f"got {decoy!r}")  # fmt: skip
+    raise ValueError(msg) if isinstance(decoy, str) else TypeError(msg)
+
+
+def make_decoy(decoy: Decoy, seed: int) -> nn.Module | None:
+    """The fifth, input-independent (or user) backbone that backbone relevance should rank last.
+
+    ``"noise"``: :class:`~eff_vision.combo.NoiseDecoy` (32 channels, 4×4; its LayerNormed noise is
+    re-drawn at every use while ComBo trains); ``"constant"``:
+    :class:`~eff_vision.combo.ConstantDecoy` (one fixed 32×4×4 image for every input, cached like
+    real tokens); a callable or ``nn.Module`` ``fn(x) -> map``: wrapped in
+    :class:`~eff_vision.combo.DecoyBackbone` (its output resampled to the 4×4 grid, cached);
+    ``None``: no decoy.
+    """
+    _check_decoy(decoy)
+    if decoy is None:
+        return None
+    if isinstance(decoy, str):
+        return (NoiseDecoy if decoy == "noise" else ConstantDecoy)(32, (4, 4), seed=seed)
+    return DecoyBackbone(decoy)
+
+
+def _redraws(cfg: ComboReproConfig) -> bool:
+    return isinstance(cfg.decoy, str) and cfg.decoy == "noise"
 
 
 @dataclass(frozen=True)
 class ComboReproConfig:
+    """The reproduction's settings: ``ntr`` training images per task, ``tasks``, the linear-probe
+    and ComBo recipes, ``d_model``, ``top_k`` backbones kept by importance, and ``decoy``, the
+    fifth backbone relevance should rank last (:func:`make_decoy`: ``"noise"`` (default),
+    ``"constant"``, ``None`` or a user callable / ``nn.Module``)."""
+
     ntr: int = 700
     tasks: tuple[str, ...] = PROBE_TASKS
     linear_epochs: int = 100
@@ -63,7 +117,7 @@ class ComboReproConfig:
     combo_batch: int = 32
     d_model: int = 32
     top_k: int = 2
-    decoy: str | None = "noise"
+    decoy: Decoy = "noise"
     finetune_baseline: bool = False
     top_without_decoy: bool = True
     cached_decoy: bool = False
@@ -79,7 +133,7 @@ class ComboReproConfig:
             "top_k",
         ):
             check_positive(name, getattr(self, name), integer=True)
-        check_choice("decoy", self.decoy, ["noise", None])
+        _check_decoy(self.decoy)
         bad = [t for t in self.tasks if t not in PROBE_TASKS]
         if bad or not self.tasks:
             raise ValueError(
@@ -150,7 +204,7 @@ class _Subsets:
 
     def __call__(self, names, redraw: bool = True) -> tuple[float, ComBo, float]:
         key = tuple(n for n in self.dims_all if n in names)
-        redraw = redraw and "decoy" in key
+        redraw = redraw and "decoy" in key and _redraws(self.cfg)
         if (key, redraw) not in self.fits:
             tr_s, d_s = select_columns(self.tr[0], self.dims_all, key)
             te_s, _ = select_columns(self.te[0], self.dims_all, key)
@@ -180,9 +234,25 @@ class _Redraw:
         return tok
 
 
-def _task(
-    cfg: ComboReproConfig, feats: MultiBackboneFeatures, task: str, data, seed: int, timing: dict
+def probe_task(
+    cfg: ComboReproConfig,
+    feats: MultiBackboneFeatures,
+    task: str,
+    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    seed: int,
+    timing: dict | None = None,
 ) -> tuple[dict, dict]:
+    """Every probe of one task: returns ``(numbers, table row)``.
+
+    ``feats``: the extractor (from :func:`build_features`; a backbone named ``"decoy"`` is the
+    decoy); ``task``: a key of ``NUM_CLASSES`` (its class count); ``data``: ``(x_train, y_train,
+    x_test, y_test)`` as :func:`~eff_vision.data.backbones.digit_probe_tasks` gives them;
+    ``seed``: the probes' seed; ``timing``: when a dict with ``combo_s``, ``linear_concat_s`` and
+    ``n``, the CPU seconds of the ComBo and concat-linear fits are added to it. With a decoy the
+    numbers also hold ``importance_decoy``, ``combo_decoy``, ``top_decoy``, ``combo_top_decoy``
+    and ``decoy_lowest``.
+    """
+    timing = {"combo_s": 0.0, "linear_concat_s": 0.0, "n": 0} if timing is None else timing
     xtr, ytr, xte, yte = data
     n_cls = NUM_CLASSES[task]
     all_tr, all_te = feats.extract(xtr), feats.extract(xte)
@@ -216,7 +286,7 @@ def _task(
         "concat linear": concat_acc, "ComBo (all)": combo_acc, f"ComBo (top-{cfg.top_k})": top_acc,
         "top-k": "+".join(top),
     }  # fmt: skip
-    if cfg.decoy == "noise":
+    if "decoy" in dims_all:
         # the decoy's noise re-drawn at every use (claims.md); the cached-noise fit is information
         all_acc, combo_d, _ = subsets(list(dims_all))
         imp_d = combo_d.backbone_importance()
@@ -240,20 +310,31 @@ def _task(
     return out, row
 
 
-def experiment(cfg: ComboReproConfig, seed: int) -> dict[str, Any]:
+def build_features(
+    cfg: ComboReproConfig, seed: int
+) -> tuple[MultiBackboneFeatures, ToyDigitBackbones]:
+    """The four frozen toy digit backbones of ``seed`` (two 4×4 maps each) plus the decoy of
+    ``cfg.decoy`` (:func:`make_decoy`, named ``"decoy"``) as one extractor; and the backbones."""
     bb = toy_digit_backbones(seed)
-    snapshot = {n: {k: v.clone() for k, v in m.state_dict().items()} for n, m in bb.models.items()}
     backbones: dict[str, torch.nn.Module] = dict(bb.models)
     layers = {n: list(v) for n, v in bb.layers.items()}
-    if cfg.decoy == "noise":
-        backbones["decoy"] = NoiseDecoy(32, (4, 4), seed=seed)
+    decoy = make_decoy(cfg.decoy, seed)
+    if decoy is not None:
+        backbones["decoy"] = decoy
         layers["decoy"] = ["out"]
-    feats = MultiBackboneFeatures(backbones, layers, grid=(4, 4))
+    return MultiBackboneFeatures(backbones, layers, grid=(4, 4)), bb
+
+
+def experiment(cfg: ComboReproConfig, seed: int) -> dict[str, Any]:
+    """Every probe on every task of ``cfg.tasks`` at ``seed`` (:func:`probe_task`), the table rows
+    and the frozen-backbone checks."""
+    feats, bb = build_features(cfg, seed)
+    snapshot = {n: {k: v.clone() for k, v in m.state_dict().items()} for n, m in bb.models.items()}
     tasks = digit_probe_tasks(*bb.downstream, cfg.ntr, seed, tasks=cfg.tasks)
     rows, per_task = [], {}
     timing = {"combo_s": 0.0, "linear_concat_s": 0.0, "n": 0}
     for ti, (task, data) in enumerate(tasks.items()):
-        out, row = _task(cfg, feats, task, data, seed * 1000 + ti, timing)
+        out, row = probe_task(cfg, feats, task, data, seed * 1000 + ti, timing)
         if cfg.finetune_baseline and ti == 0:
             ft_acc, ft_s = _finetune_backbone(
                 bb.models["ae"],
@@ -272,7 +353,7 @@ def experiment(cfg: ComboReproConfig, seed: int) -> dict[str, Any]:
         "concat linear": mean("concat"), "ComBo (all)": mean("combo"), f"ComBo (top-{cfg.top_k})": mean("combo_top"),
         "top-k": "",
     }  # fmt: skip
-    if cfg.decoy == "noise":
+    if cfg.decoy is not None:
         mean_row.update({"ComBo (all + decoy)": mean("combo_decoy"), f"ComBo (top-{cfg.top_k} of all + decoy)": mean("combo_top_decoy"),
                          "decoy importance rank": ""})  # fmt: skip
         if cfg.cached_decoy:
