@@ -228,6 +228,63 @@ def test_reproduction_same_seed_identical():
     assert a == b
 
 
+def _tiny_rankmatch_cfg(**kw):
+    from eff_vision.reproduce.rankmatch import RankMatchReproConfig
+
+    return RankMatchReproConfig(n_labeled=30, n_unlabeled=100, n_test=50, steps=12,
+                                warmup_steps=2, rampup_steps=4, **kw)  # fmt: skip
+
+
+def test_reproduction_other_label_count_and_custom_augmentations():
+    from eff_vision.reproduce.rankmatch import METHODS, experiment
+
+    calls = {"weak": 0, "strong": 0}
+
+    def counting(kind, std):
+        def aug(x, generator):
+            assert isinstance(generator, torch.Generator)
+            calls[kind] += 1
+            return x + std * torch.randn(x.shape, generator=generator)
+
+        return aug
+
+    out = experiment(_tiny_rankmatch_cfg(n_labels=3), 0, weak_aug=counting("weak", 0.05),
+                     strong_aug=counting("strong", 0.3))  # fmt: skip
+    assert out["n_labels"] == 3 and set(out["metrics"]) == set(METHODS)
+    assert all(math.isfinite(v) for m in out["metrics"].values() for v in m.values())
+    # weak: every step's labelled view, plus 2 pseudo-label views once λ_u > 0 (two SSL methods);
+    # strong: one view per SSL step with λ_u > 0 (steps 3..11 of 12)
+    assert calls["strong"] == 2 * 9 and calls["weak"] == 3 * 12 + 2 * 2 * 9
+    default = experiment(_tiny_rankmatch_cfg(), 0)
+    assert default["n_labels"] == 6 and default["metrics"] != out["metrics"]
+
+
+def test_reproduction_user_data_and_builder():
+    from eff_vision.reproduce.rankmatch import experiment
+
+    def builder(seed):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(180, 5, generator=g)
+        d = torch.softmax(x[:, :4] * 2, -1)  # C = 4 labels from 5 features
+        return (x[:40], d[:40]), x[40:140], (x[140:].numpy(), d[140:].numpy())
+
+    a = experiment(_tiny_rankmatch_cfg(), 1, data=builder)
+    b = experiment(_tiny_rankmatch_cfg(), 1, data=builder(1))
+    assert a["n_labels"] == b["n_labels"] == 4 and a["metrics"] == b["metrics"]
+    lab, unl, test = make_synthetic_ldl(20, 30, 20, n_labels=5, seed=2)  # LDLSplit objects
+    assert experiment(_tiny_rankmatch_cfg(), 0, data=(lab, unl, test))["n_labels"] == 5
+    with pytest.raises(ValueError, match="same C"):
+        experiment(_tiny_rankmatch_cfg(), 0, data=(lab, unl, (test.x, test.d[:, :3])))
+    with pytest.raises(ValueError, match="same F"):
+        experiment(_tiny_rankmatch_cfg(), 0, data=(lab, unl.x[:, :4], test))
+    with pytest.raises(ValueError, match="label distributions"):
+        experiment(_tiny_rankmatch_cfg(), 0, data=(lab.x, unl, test))
+    with pytest.raises(TypeError, match="data must be"):
+        experiment(_tiny_rankmatch_cfg(), 0, data=(lab, unl))
+    with pytest.raises(ValueError, match="n_labels must be >= 2"):
+        _tiny_rankmatch_cfg(n_labels=1)
+
+
 @pytest.mark.slow
 def test_quick_reproduction_claims_hold():
     """Quick mode is a smoke run: every check (mechanics) holds; the paper claims (100 labels, one

@@ -17,6 +17,7 @@ xfail paper claim beside the non-inferiority bound (KL within 15 %).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +27,16 @@ from torch import nn
 from eff_shared.errors import check_choice
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
-from eff_vision.data.ldl import make_synthetic_ldl
+from eff_vision.data.ldl import LDLSplit, make_synthetic_ldl
 from eff_vision.metrics.ldl import LOWER_IS_BETTER, ldl_report
-from eff_vision.rankmatch import GaussianNoise, RankMatchLoss, RankMatchTrainer, prr_loss
+from eff_vision.rankmatch import (
+    Augment,
+    GaussianNoise,
+    RankMatchLoss,
+    RankMatchTrainer,
+    _split_xd,
+    prr_loss,
+)
 
 __all__ = ["METHODS", "RankMatchReproConfig", "experiment", "mechanics", "run"]
 
@@ -41,9 +49,16 @@ METHODS = {
 
 @dataclass(frozen=True)
 class RankMatchReproConfig:
+    """The reproduction's settings. ``n_labeled`` / ``n_unlabeled`` / ``n_test`` and ``n_labels``
+    (the number of labels C) size the synthetic data (ignored when :func:`experiment` gets
+    ``data``); ``steps``, ``lr``, ``hidden`` the MLP's training; ``weak_std`` / ``strong_std``
+    the default ``GaussianNoise`` augmentations; ``lambda_u``, ``warmup_steps``,
+    ``rampup_steps`` the unlabelled weight's schedule."""
+
     n_labeled: int = 100
     n_unlabeled: int = 3000
     n_test: int = 3000
+    n_labels: int = 6
     steps: int = 1500
     lr: float = 3e-3
     hidden: int = 64
@@ -57,6 +72,38 @@ class RankMatchReproConfig:
         for name in ("n_labeled", "n_unlabeled", "n_test", "steps", "hidden"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_labels < 2:
+            raise ValueError(f"n_labels must be >= 2, got {self.n_labels}")
+
+
+Splits = tuple[Any, Any, Any]
+DataBuilder = Callable[[int], Splits]
+
+
+def _splits(data: Splits | DataBuilder, seed: int) -> tuple[LDLSplit, LDLSplit, LDLSplit]:
+    """User data as three float32 :class:`LDLSplit`, checked for matching shapes."""
+    if callable(data):
+        data = data(seed)
+    if not (isinstance(data, tuple | list) and len(data) == 3):
+        raise TypeError(
+            "data must be (labeled, unlabeled, test) or a builder seed -> (labeled, unlabeled, "
+            f"test); got {type(data).__name__}"
+        )
+    (xl, dl), (xu, _), (xt, dt) = (
+        _split_xd(part, name, need_d=name != "unlabeled")
+        for part, name in zip(data, ("labeled", "unlabeled", "test"), strict=True)
+    )
+    if not (xl.dim() == xu.dim() == xt.dim() == 2 and xl.shape[1] == xu.shape[1] == xt.shape[1]):
+        raise ValueError(
+            "data: x of every split must be (n, F) with the same F, got "
+            f"{tuple(xl.shape)}, {tuple(xu.shape)}, {tuple(xt.shape)}"
+        )
+    if dl.dim() != 2 or dl.shape[1] < 2 or dt.shape[1:] != dl.shape[1:]:
+        raise ValueError(
+            f"data: d must be (n, C) with the same C >= 2 in labeled and test, got "
+            f"{tuple(dl.shape)} and {tuple(dt.shape)}"
+        )
+    return LDLSplit(xl.numpy(), dl.numpy()), LDLSplit(xu.numpy()), LDLSplit(xt.numpy(), dt.numpy())
 
 
 def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Module:
@@ -66,9 +113,31 @@ def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Module:
     )  # fmt: skip
 
 
-def experiment(cfg: RankMatchReproConfig, seed: int) -> dict[str, Any]:
-    """Train the three methods on one data draw; returns the metric table and per-method time."""
-    lab, unl, test = make_synthetic_ldl(cfg.n_labeled, cfg.n_unlabeled, cfg.n_test, seed=seed)
+def experiment(
+    cfg: RankMatchReproConfig,
+    seed: int,
+    *,
+    data: Splits | DataBuilder | None = None,
+    weak_aug: Augment | None = None,
+    strong_aug: Augment | None = None,
+) -> dict[str, Any]:
+    """Train the three methods on one data draw; returns the metric table and per-method time.
+
+    ``data``: the user's ``(labeled, unlabeled, test)`` — each an ``LDLSplit`` or an ``(x, d)``
+    pair (``x`` (n, F), ``d`` (n, C) label distributions; ``unlabeled`` may be ``x`` alone) — or a
+    builder ``seed -> (labeled, unlabeled, test)``; C is then read from ``d``. Default: the
+    synthetic data of ``cfg`` (C = ``cfg.n_labels``). ``weak_aug`` / ``strong_aug``: callables
+    ``aug(x, generator) -> x`` (default ``GaussianNoise(cfg.weak_std)`` /
+    ``GaussianNoise(cfg.strong_std)``).
+    """
+    if data is None:
+        lab, unl, test = make_synthetic_ldl(
+            cfg.n_labeled, cfg.n_unlabeled, cfg.n_test, n_labels=cfg.n_labels, seed=seed
+        )
+    else:
+        lab, unl, test = _splits(data, seed)
+    weak = GaussianNoise(cfg.weak_std) if weak_aug is None else weak_aug
+    strong = GaussianNoise(cfg.strong_std) if strong_aug is None else strong_aug
     n_in, n_out = lab.x.shape[1], lab.d.shape[1]
     torch.manual_seed(derive_seed(seed, 72))
     init = _mlp(n_in, cfg.hidden, n_out).state_dict()
@@ -84,8 +153,8 @@ def experiment(cfg: RankMatchReproConfig, seed: int) -> dict[str, Any]:
             unlabeled_loss="kl" if key == "kl_pseudo" else "prr",
         )
         trainer = RankMatchTrainer(
-            model, torch.optim.Adam(model.parameters(), lr=cfg.lr), GaussianNoise(cfg.weak_std),
-            GaussianNoise(cfg.strong_std), loss, seed=derive_seed(seed, 73),
+            model, torch.optim.Adam(model.parameters(), lr=cfg.lr), weak, strong, loss,
+            seed=derive_seed(seed, 73),
         )  # fmt: skip
         t0 = time.process_time()
         trainer.fit((lab.x, lab.d), unl.x, cfg.steps)
@@ -94,7 +163,7 @@ def experiment(cfg: RankMatchReproConfig, seed: int) -> dict[str, Any]:
             pred = model(x_test).softmax(-1)
         metrics[key] = ldl_report(pred, test.d)
         rows.append({"method": label, **metrics[key], "CPU s": times[key]})
-    return {"rows": rows, "metrics": metrics, "times": times}
+    return {"rows": rows, "metrics": metrics, "times": times, "n_labels": int(n_out)}
 
 
 def _naive_prr(p: torch.Tensor, d: torch.Tensor, margin: bool) -> float:
