@@ -127,6 +127,6 @@ def test_multihop_world_is_consistent_and_deterministic():
     assert again[0] == chunks and again[2] == questions
     assert multihop_world(seed=1)[0] != chunks
     with pytest.raises(ValueError, match="hops"):
-        multihop_world(hops=(4,))
+        multihop_world(hops=(6,))
     with pytest.raises(ValueError, match="n_products"):
         multihop_world(n_products=40)

@@ -56,6 +56,9 @@ def imgda_cmd(
     imbalance: Annotated[
         float, typer.Option("--imbalance", help="Source imbalance factor ρ (>= 1).")
     ] = 20.0,
+    num_classes: Annotated[
+        int, typer.Option("--num-classes", min=2, help="Classes C of the CSBM pair (>= 2).")
+    ] = 5,
     seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds.")] = "0,1,2",
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Training epochs.")] = 100,
     global_op: Annotated[str, typer.Option("--global-op", help="ppr | ppmi")] = "ppr",
@@ -90,7 +93,7 @@ def imgda_cmd(
         raise typer.BadParameter("must be comma-separated integers", param_hint="--seeds") from exc
     if not seed_list or min(seed_list) < 0:
         raise typer.BadParameter("give at least one seed >= 0", param_hint="--seeds")
-    c, hidden = 5, 64
+    c, hidden = num_classes, 64
     common = {"hidden_channels": hidden, "anchors_per_class": 50, "epochs": epochs}
     methods = {
         "GCN source-only": lambda s: SourceOnlyGCN(32, c, seed=s, epochs=epochs),
@@ -107,7 +110,7 @@ def imgda_cmd(
     rows = []
     for s in seed_list:
         try:
-            source, target = csbm_domain_pair(imbalance=imbalance, seed=s)
+            source, target = csbm_domain_pair(num_classes=c, imbalance=imbalance, seed=s)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--imbalance") from exc
         for name, make in methods.items():
@@ -140,6 +143,7 @@ def imgda_cmd(
             {
                 "settings": {
                     "imbalance": imbalance,
+                    "num_classes": num_classes,
                     "epochs": epochs,
                     "global_op": global_op,
                     "cross_domain": cross_domain,
@@ -162,6 +166,21 @@ def remindrag_cmd(
     hash_dim: Annotated[
         int, typer.Option("--hash-dim", min=1, help="Buckets of the hashing embedder.")
     ] = 4096,
+    hops: Annotated[
+        str,
+        typer.Option(
+            "--hops",
+            help="Hop counts of the questions, cycled (2-5; 4 = birth country, 5 = continent).",
+        ),
+    ] = "2,3",
+    max_jumps: Annotated[
+        int,
+        typer.Option(
+            "--max-jumps",
+            min=0,
+            help="ReMindRAG traversal budget; 4+ hop questions need more than the default 10.",
+        ),
+    ] = 10,
     llm_base_url: Annotated[
         str | None,
         typer.Option(
@@ -205,7 +224,11 @@ def remindrag_cmd(
             raise typer.BadParameter(str(exc), param_hint="--embedder") from exc
     else:
         emb = HashingEmbedder(hash_dim)
-    chunks, triples, questions = multihop_world(seed=seed)
+    try:
+        hop_list = tuple(int(h) for h in _csv(hops))
+        chunks, triples, questions = multihop_world(seed=seed, hops=hop_list)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--hops") from exc
     if llm_base_url:
         key = next((os.environ[v] for v in API_KEY_VARS if os.environ.get(v)), None)
         try:
@@ -216,7 +239,7 @@ def remindrag_cmd(
         llm = ScriptedReader([q for p in PASSES for q in questions[p]])
     rows, errors = [], 0
     for method, kw in (("naive traversal", {"memorize": False}), ("ReMindRAG", {})):
-        rag = ReMindRAG(build_world_kg(chunks, triples), llm, emb, **kw)
+        rag = ReMindRAG(build_world_kg(chunks, triples), llm, emb, max_jumps=max_jumps, **kw)
         for p in run_passes:
             correct, calls, tokens = [], [], []
             for q in questions[p]:
@@ -262,6 +285,8 @@ def remindrag_cmd(
                     "passes": run_passes,
                     "seed": seed,
                     "hash_dim": hash_dim if embedder == "hashing" else None,
+                    "hops": list(hop_list),
+                    "max_jumps": max_jumps,
                     "llm": llm_name,
                 },
                 "rows": rows,

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from torch_geometric.data import Data
 
 __all__ = [
+    "CHAIN",
+    "HOPS",
     "PASSES",
     "Chunk",
     "Question",
@@ -217,20 +219,30 @@ MADE_BY, FOUNDED_BY, HQ_IN, BORN_IN = (
     "is headquartered in",
     "was born in",
 )
+LOCATED_IN, PART_OF = "is located in", "is part of"
+# The relation chain every question follows, hop by hop; a k-hop question follows the first k.
+CHAIN = (MADE_BY, FOUNDED_BY, BORN_IN, LOCATED_IN, PART_OF)
+HOPS = (2, 3, 4, 5)
 
 # Question templates per pass and hop count; {p} is the product.
 _TEMPLATES = {
     "original": {
         2: "Who founded the company that makes {p}?",
         3: "Where was the founder of the company that makes {p} born?",
+        4: "In which country was the founder of the company that makes {p} born?",
+        5: "On which continent was the founder of the company that makes {p} born?",
     },
     "para1": {
         2: "Name the person who started the firm manufacturing {p}.",
         3: "Name the birthplace of the person who started the firm manufacturing {p}.",
+        4: "Name the country of birth of the person who started the firm manufacturing {p}.",
+        5: "Name the continent of birth of the person who started the firm manufacturing {p}.",
     },
     "para2": {
         2: "Who was the founder of the company that produces {p}?",
         3: "Where was the founder of the company that produces {p} born?",
+        4: "In which country was the founder of the company that produces {p} born?",
+        5: "On which continent was the founder of the company that produces {p} born?",
     },
 }
 _TEMPLATES["repeat"] = _TEMPLATES["original"]
@@ -294,6 +306,8 @@ def multihop_world(
     n_companies: int = 20,
     n_cities: int = 12,
     n_items: int = 30,
+    n_countries: int = 6,
+    n_continents: int = 3,
 ) -> tuple[list[Chunk], list[Triple], dict[str, list[Question]]]:
     """A synthetic world of products, companies, people and cities with pseudo-word names.
 
@@ -301,7 +315,13 @@ def multihop_world(
     "C is headquartered in Y", every person "X was born in Y" — 100 facts with the defaults, shuffled
     into chunks of ``facts_per_chunk``. Questions over the first ``n_products`` items, question i
     having ``hops[i % len(hops)]`` hops: 2 = "who founded the maker of P", 3 = "where was that founder
-    born". Returns ``(chunks, triples, questions)`` with ``questions[pass]`` for every pass in
+    born", 4 = "in which country was that founder born", 5 = "on which continent" (any of
+    :data:`HOPS`). Only when some hop count is ≥ 4 does the world also get "Y is located in Z" for
+    every city (``n_countries`` countries), and ≥ 5 "Z is part of K" for every country
+    (``n_continents`` continents); 2/3-hop worlds are unchanged (same facts, chunks and questions).
+    Note that ReMindRAG's default ``max_jumps=10`` is usually too few for 4-hop questions; raise it
+    (``ReMindRAG(max_jumps=...)``, ``eff graph remindrag --max-jumps``). Returns
+    ``(chunks, triples, questions)`` with ``questions[pass]`` for every pass in
     :data:`PASSES` (original templates, exact repeat, two paraphrase templates).
     """
     for name, v in (
@@ -311,10 +331,13 @@ def multihop_world(
         ("n_companies", n_companies),
         ("n_cities", n_cities),
         ("n_items", n_items),
+        ("n_countries", n_countries),
+        ("n_continents", n_continents),
     ):
         check_positive(name, v, integer=True)
-    if not hops or any(h not in (2, 3) for h in hops):
-        raise ValueError(f"hops must be a non-empty tuple of values in (2, 3), got {hops!r}")
+    check_type("hops", hops, (tuple, list))
+    if not hops or any(isinstance(h, bool) or h not in HOPS for h in hops):
+        raise ValueError(f"hops must be a non-empty tuple of values in {HOPS}, got {hops!r}")
     if n_products > n_items:
         raise ValueError(f"n_products ({n_products}) must be <= n_items ({n_items})")
     if n_people < n_companies:
@@ -334,6 +357,18 @@ def multihop_world(
         + [(c, HQ_IN, hq[c]) for c in companies]
         + [(x, BORN_IN, birth[x]) for x in people]
     )
+    # drawn after everything above, and only when needed, so 2/3-hop worlds stay bit-identical
+    follow: dict[str, dict[str, str]] = {MADE_BY: maker, FOUNDED_BY: founder, BORN_IN: birth}
+    if max(hops) >= 4:
+        countries = _names(n_countries, used, rng)
+        country = {y: countries[int(rng.integers(n_countries))] for y in cities}
+        facts += [(y, LOCATED_IN, country[y]) for y in cities]
+        follow[LOCATED_IN] = country
+        if max(hops) >= 5:
+            continents = _names(n_continents, used, rng)
+            continent = {z: continents[int(rng.integers(n_continents))] for z in countries}
+            facts += [(z, PART_OF, continent[z]) for z in countries]
+            follow[PART_OF] = continent
     facts = [facts[int(i)] for i in rng.permutation(len(facts))]
     chunks: list[Chunk] = []
     triples: list[Triple] = []
@@ -349,8 +384,10 @@ def multihop_world(
         qs = []
         for i, p in enumerate(items[:n_products]):
             h = hops[i % len(hops)]
-            relations = (MADE_BY, FOUNDED_BY, BORN_IN)[:h]
-            answer = founder[maker[p]] if h == 2 else birth[founder[maker[p]]]
+            relations = CHAIN[:h]
+            answer = p
+            for rel in relations:
+                answer = follow[rel][answer]
             text = _TEMPLATES[pass_name][h].format(p=p)
             qs.append(Question(text, p, relations, answer, h, pass_name))
         questions[pass_name] = qs

@@ -9,6 +9,10 @@ top-50-degree anchors, ``τ_c`` with τ0 0.5, intended cross-domain InfoNCE (top
 from 50 % of the epochs, weight 0.1). Seeds ``seed, seed+1, seed+2`` (data and model) in both modes;
 full mode adds UDAGCN, ImGDA with the release's PPMI operator and ImGDA with the release's other
 settings. Claims are the spec's "(a)" thresholds.
+
+Beyond the defaults: :func:`run_seed` takes ``num_classes`` and ``imbalance`` (the generator's
+``C`` and ρ) and ``epochs``; every factory in :data:`METHODS` / :data:`FULL_METHODS` takes
+``(seed, num_classes=C)``. The claims of :func:`run` stay at C = 5, ρ = 20.
 """
 
 from __future__ import annotations
@@ -33,12 +37,13 @@ from eff_graph.imgda import (
 from eff_graph.metrics import accuracy, macro_f1, per_class_recall
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["EPOCHS", "HIDDEN", "METHODS", "run", "run_seed"]
+__all__ = ["EPOCHS", "HIDDEN", "IMBALANCE", "METHODS", "C", "run", "run_seed"]
 
 EPOCHS = 100
 HIDDEN = 64
 ANCHORS = 50
-C = 5
+C = 5  # classes of the spec's domain pair
+IMBALANCE = 20.0  # source imbalance factor ρ of the spec's domain pair
 
 IMGDA = "ImGDA"
 SRC, BAL, DANN, CE_ONLY = (
@@ -50,24 +55,32 @@ SRC, BAL, DANN, CE_ONLY = (
 UDA, PPMI, RELEASE = "UDAGCN", "ImGDA (PPMI operator)", "ImGDA (release losses + offsets)"
 
 
-def _imgda(seed: int, **kw: Any) -> ImGDA:
+def _imgda(seed: int, num_classes: int = C, **kw: Any) -> ImGDA:
     return ImGDA(
-        32, C, hidden_channels=HIDDEN, anchors_per_class=ANCHORS, epochs=EPOCHS, seed=seed, **kw
+        32,
+        num_classes,
+        hidden_channels=HIDDEN,
+        anchors_per_class=ANCHORS,
+        epochs=EPOCHS,
+        seed=seed,
+        **kw,
     )
 
 
-METHODS: dict[str, Callable[[int], Any]] = {
-    SRC: lambda s: SourceOnlyGCN(32, C, seed=s),
-    BAL: lambda s: ClassBalancedGCN(32, C, seed=s),
-    DANN: lambda s: DANNGCN(32, C, grl_weight=0.1, seed=s),
-    CE_ONLY: lambda s: _imgda(s, cb_weight=0.0, cd_weight=0.0),
-    IMGDA: lambda s: _imgda(s),
+# factories ``(seed, num_classes=C) -> model``
+METHODS: dict[str, Callable[..., Any]] = {
+    SRC: lambda s, c=C: SourceOnlyGCN(32, c, seed=s),
+    BAL: lambda s, c=C: ClassBalancedGCN(32, c, seed=s),
+    DANN: lambda s, c=C: DANNGCN(32, c, grl_weight=0.1, seed=s),
+    CE_ONLY: lambda s, c=C: _imgda(s, c, cb_weight=0.0, cd_weight=0.0),
+    IMGDA: lambda s, c=C: _imgda(s, c),
 }
-FULL_METHODS: dict[str, Callable[[int], Any]] = {
-    UDA: lambda s: UDAGCN(32, C, seed=s),
-    PPMI: lambda s: _imgda(s, global_op="ppmi"),
-    RELEASE: lambda s: _imgda(
+FULL_METHODS: dict[str, Callable[..., Any]] = {
+    UDA: lambda s, c=C: UDAGCN(32, c, seed=s),
+    PPMI: lambda s, c=C: _imgda(s, c, global_op="ppmi"),
+    RELEASE: lambda s, c=C: _imgda(
         s,
+        c,
         prototypes="all",
         cross_domain="official",
         source_offsets=True,
@@ -77,18 +90,33 @@ FULL_METHODS: dict[str, Callable[[int], Any]] = {
 }
 
 
-def run_seed(seed: int, methods: dict[str, Callable[[int], Any]]) -> dict[str, dict[str, Any]]:
-    """Train every method on the seed's domain pair; target macro-F1, accuracy, recalls, seconds."""
-    source, target = csbm_domain_pair(seed=seed)
+def run_seed(
+    seed: int,
+    methods: dict[str, Callable[..., Any]],
+    *,
+    num_classes: int = C,
+    imbalance: float = IMBALANCE,
+    epochs: int | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Train every method on the seed's domain pair; target macro-F1, accuracy, recalls, seconds.
+
+    ``num_classes`` and ``imbalance`` go to :func:`csbm_domain_pair` (source class sizes
+    :func:`long_tail_sizes` ``(400, num_classes, imbalance)``; ``ValueError`` when a class would be
+    empty); ``recall`` then has ``num_classes`` entries, the last one the minority class. A factory
+    is called as ``make(seed, num_classes)`` (``make(seed)`` at the default C, so one-argument
+    factories keep working). ``epochs`` (default: each model's own, 100 here) overrides the
+    training length."""
+    source, target = csbm_domain_pair(num_classes=num_classes, imbalance=imbalance, seed=seed)
     out = {}
     for name, make in methods.items():
         t0 = time.perf_counter()
-        model = make(seed).fit(source, target)
+        model = make(seed) if num_classes == C else make(seed, num_classes)
+        model = model.fit(source, target) if epochs is None else model.fit(source, target, epochs)
         pred = model.predict(target)
         out[name] = {
             "f1": macro_f1(pred, target.y),
             "acc": accuracy(pred, target.y),
-            "recall": per_class_recall(pred, target.y, C).tolist(),
+            "recall": per_class_recall(pred, target.y, num_classes).tolist(),
             "seconds": time.perf_counter() - t0,
             "history": getattr(model, "history", []),
         }

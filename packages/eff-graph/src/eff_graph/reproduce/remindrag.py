@@ -57,12 +57,21 @@ SYSTEMS: dict[str, dict[str, Any]] = {
 
 
 def run_world(
-    seed: int, embedder: Embedder, systems: dict[str, dict[str, Any]] | None = None
+    seed: int,
+    embedder: Embedder,
+    systems: dict[str, dict[str, Any]] | None = None,
+    *,
+    hops: tuple[int, ...] = (2, 3),
+    max_jumps: int = 10,
 ) -> dict[str, Any]:
     """Every system over the four passes of world ``seed``: per-pass accuracy, calls/q, tokens/q,
-    plus the mechanism measurements taken along the way."""
+    plus the mechanism measurements taken along the way.
+
+    ``hops`` goes to :func:`multihop_world` (2–5); ``max_jumps`` to every :class:`ReMindRAG` (a
+    system's own ``max_jumps`` in ``systems`` wins). At ``max_jumps=10`` 4-hop questions are mostly
+    unanswered; the reproduction itself uses the defaults."""
     systems = SYSTEMS if systems is None else systems
-    chunks, triples, questions = multihop_world(seed=seed)
+    chunks, triples, questions = multihop_world(seed=seed, hops=hops)
     reader = ScriptedReader([q for p in PASSES for q in questions[p]])
     base = build_world_kg(chunks, triples)
     base.embed(embedder)
@@ -71,7 +80,7 @@ def run_world(
     first_hop = {t.subject: f"anchor-{t.chunk_id}" for t in triples if t.relation == MADE_BY}
     for name, kw in systems.items():
         kg = copy.deepcopy(base)
-        rag = ReMindRAG(kg, reader, embedder, **kw)
+        rag = ReMindRAG(kg, reader, embedder, **{"max_jumps": max_jumps, **kw})
         unchanged = (
             0.0  # largest change of a punished (not confirmed) edge's memory with punish=False
         )
