@@ -489,6 +489,7 @@ class _ContrastiveAdaptation:
         knn_s = (
             (knn_indices(z_s[0], self.k), knn_indices(z_s[1], self.k)) if self.guidance else None
         )
+        n_paired: list[int] = []
         for epoch in track(range(epochs), "SVIP adaptation (epochs)"):
             model.eval()
             with torch.no_grad():
@@ -518,6 +519,8 @@ class _ContrastiveAdaptation:
                 mem.initialise(z, lab)
             bank = [z.clone() for z in z_t]  # instance memory of the current target features
             partner = self._partners(z_t, labels)
+            paired = int((partner[0] >= 0).sum())  # visible samples pulled to an infrared cluster
+            n_paired.append(paired)
             n_steps = -(-max(len(x_v), len(x_r)) // self.batch_size)
             perms = [torch.randperm(len(x), generator=gen) for x in (x_v, x_r)]
             total = {"sgcl": 0.0, "cross": 0.0}
@@ -544,10 +547,32 @@ class _ContrastiveAdaptation:
                     memories[m].update(z, labels[m][idx])
                     bank[m][idx] = F.normalize(z.detach(), dim=1)
             self.history.append({k: v / n_steps for k, v in total.items()} | {"clusters_vis": counts[0],
-                                                                              "clusters_ir": counts[1]})  # fmt: skip
+                                                                              "clusters_ir": counts[1],
+                                                                              "paired_vis": paired})  # fmt: skip
+        self._warn_if_idle(n_paired, epochs)
         model.eval()
         self.model = model
         return model
+
+    def _warn_if_idle(self, n_paired: list[int], epochs: int) -> None:
+        """A run that never adapted, or whose cross-modal term never acted, must say so: its
+        result is the source model's (or SGCL's alone) and would otherwise look like SVIP's."""
+        if not n_paired:
+            warnings.warn(
+                f"{type(self).__name__} never updated the model in {epochs} epochs (every sample "
+                "was a clustering outlier): the result is the source model",
+                UserWarning,
+                stacklevel=3,
+            )
+        elif self.cross != "none" and self.lambda_cross > 0 and max(n_paired) == 0:
+            rule = "reliable cross-modal pairs" if self.cross == "scca" else "matched clusters"
+            warnings.warn(
+                f"{type(self).__name__} selected no {rule} in {len(n_paired)} epochs (0 of "
+                f"{len(n_paired)} epochs with a pair, k={self.k}): the cross-modal term never "
+                "acted; check the modality gap, k, or the clustering (eps, min_samples)",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def _partners(
         self, z_t: tuple[Tensor, Tensor], labels: tuple[Tensor, Tensor]

@@ -22,6 +22,7 @@ measured numbers are reported (no tuning).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -102,6 +103,15 @@ def _evaluate(model: torch.nn.Module, test: Any) -> dict[str, float]:
     return evaluate_rank(q, test.vis_ids, g, test.ir_ids)
 
 
+# The first 5-seed run (claims.md: expected xfail unless it holds), mAP(SVIP) − mAP(ablation):
+# −RTL +3.5 [−2.2, +5.5] 3/5 and −SGCL +0.8 [−0.2, +1.7] 4/5 hold; −SCCA −1.2 [−3.1, +0.7] 1/5 does not.
+ABLATION_EXPECTED = {
+    "SVIP −RTL (full fine-tuning)": "reproduces",
+    "SVIP −SGCL (clusters from f_t)": "reproduces",
+    "SVIP −SCCA": "xfail",
+}
+
+
 def make_method(name: str, source: ReIDNet, cfg: SVIPReproConfig, seed: int) -> Any:
     s = derive_seed(seed, 114)
     if name == "SHOT-style":
@@ -130,10 +140,12 @@ def experiment(cfg: SVIPReproConfig, seed: int, names: tuple[str, ...] = METHODS
     for name in names:
         t0 = time.process_time()
         if name == "source-only":
-            model, trainable, per_epoch = source, 0, 0.0
+            model, trainable, per_epoch, method = source, 0, 0.0, None
         else:
             method = make_method(name, source, cfg, seed)
-            model = method.fit(x_v, x_r, cfg.epochs)
+            with warnings.catch_warnings():  # no-pair runs are reported in the table instead
+                warnings.simplefilter("ignore", UserWarning)
+                model = method.fit(x_v, x_r, cfg.epochs)
             per_epoch = (time.process_time() - t0) / cfg.epochs
             trainable = count_parameters(model, trainable_only=True)
             if isinstance(model, ResidualTransfer):
@@ -145,8 +157,15 @@ def experiment(cfg: SVIPReproConfig, seed: int, names: tuple[str, ...] = METHODS
             "method": name, "Rank-1": res["rank1"], "Rank-5": res["rank5"], "mAP": res["mAP"],
             "source-domain Rank-1": res_src["rank1"], "trainable params": trainable,
             "trainable %": 100.0 * trainable / total, "CPU s/epoch": per_epoch,
+            "paired visible samples (max over epochs)": _max_paired(method),
         })  # fmt: skip
     return {"rows": rows, "metrics": metrics, "source_cpu_s": source_s}
+
+
+def _max_paired(method: Any) -> int | None:
+    """How many visible samples SCCA/Hungarian ever pulled to an infrared cluster (None: no SVIP)."""
+    counts = [h["paired_vis"] for h in getattr(method, "history", ()) if "paired_vis" in h]
+    return max(counts) if counts else None
 
 
 def hand_built_pairs_case() -> tuple[torch.Tensor, torch.Tensor, set[tuple[int, int]]]:
@@ -176,7 +195,9 @@ def mechanics(cfg: SVIPReproConfig, seed: int) -> dict[str, float]:
     with torch.no_grad():
         same_start = float((rtl(x) - source(x)).abs().max())
     adapter = SVIPAdapter(source, k=3, lr=cfg.lr, seed=1)
-    adapter.fit(torch.from_numpy(tgt.vis), torch.from_numpy(tgt.ir), 1)
+    with warnings.catch_warnings():  # 12 identities, one epoch: no reliable pair is expected here
+        warnings.simplefilter("ignore", UserWarning)
+        adapter.fit(torch.from_numpy(tgt.vis), torch.from_numpy(tgt.ir), 1)
     src_unchanged = all(torch.equal(p, q) for p, q in zip(source.state_dict().values(),
                                                           frozen.state_dict().values(), strict=True))  # fmt: skip
     inner_unchanged = all(
@@ -250,10 +271,10 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
     result.claims += [
         paper_claim("Rank-1(SVIP) − Rank-1(source-only), visible → infrared [points]", vals("rank1_vs_source"),
                     10, ">=", seeds=seeds, modes=FULL, expected="xfail", paper=PAPER, headline=True,
-                    reason=f"{REASON_BASE}; SVIP ≈ source-only"),
+                    reason=f"{REASON_BASE}; SVIP ≈ source-only (−1.7 [−4.2, +5.0] points, 0/5 seeds)"),
+        # expected from the first 5-seed run (claims.md: xfail unless it holds): +14.0 [+1.5, +16.1], 4/5
         paper_claim("mAP(SVIP) − mAP(unsupervised baseline) [points]", vals("map_vs_unsup"), 3, ">=",
-                    seeds=seeds, modes=FULL, expected="xfail", paper=PAPER, headline=True,
-                    reason=f"{REASON_BASE}; +1.5 points at seed 0"),
+                    seeds=seeds, modes=FULL, paper=PAPER, headline=True),
     ]  # fmt: skip
     for abl in ABLATION_OF if mode == "full" else ():  # the ablations run in full mode
         result.claims.append(
@@ -263,9 +284,13 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
                 0.0,
                 ">",
                 seeds=seeds,
-                expected="xfail",
+                expected=ABLATION_EXPECTED[abl],
                 paper=PAPER,
-                reason=f"{REASON_BASE}; the ablations land within noise of SVIP",
+                reason=(
+                    f"{REASON_BASE}; the ablation lands within noise of SVIP"
+                    if ABLATION_EXPECTED[abl] == "xfail"
+                    else ""
+                ),
             )
         )
     mech = mechanics(cfg, seed)
