@@ -115,8 +115,10 @@ def check_metadata(files: list[Path]) -> None:
     run(["uv", "tool", "run", "--quiet", "twine", "check", "--strict", *map(str, files)])
 
 
-def constraints(pkg: str, out: Path) -> Path:
-    """Third-party pins of ``pkg`` (with its test extras) from uv.lock, workspace packages left out."""
+def constraints(pkg: str, out: Path) -> tuple[Path, Path]:
+    """Third-party pins of ``pkg`` (with its test extras) from uv.lock, workspace packages left out
+    (a constraints file: it pins versions, installs nothing), and the ``dev`` group's test tools
+    (a requirements file)."""
     extras = [a for e in test_extras(pkg) for a in ("--extra", e)]
     text = run(
         ["uv", "export", "--frozen", "--package", pkg, "--no-hashes", "--no-emit-workspace",
@@ -128,7 +130,9 @@ def constraints(pkg: str, out: Path) -> Path:
         capture=True,
     ).stdout
     out.write_text(text + "\n" + tools)
-    return out
+    dev = out.with_suffix(".dev.txt")
+    dev.write_text(tools)
+    return out, dev
 
 
 def test_extras(pkg: str) -> list[str]:
@@ -165,21 +169,30 @@ def test_package(pkg: str, venvs: Path, skip_slow: bool) -> dict:
     run(["uv", "venv", "--quiet", "--python", sys.executable, str(venv)])
     python = venv / "bin" / "python"
     extras = test_extras(pkg)
-    spec = f"{pkg}[{','.join(extras)}]" if extras else pkg
-    reqs = [f"{spec} @ {wheel_of(pkg).as_uri()}"]
-    if pkg != "eff-shared":
-        reqs.append(f"eff-shared @ {wheel_of('eff-shared').as_uri()}")
-    cons = constraints(pkg, venvs / f"{pkg}.constraints.txt")
-    run(["uv", "pip", "install", "--quiet", "--python", str(python), "-r", str(cons), *reqs])
-    frozen = run(["uv", "pip", "freeze", "--python", str(python)], capture=True).stdout
-    installed = {
-        m.group(1): m.group(2)
-        for m in re.finditer(r"^([A-Za-z0-9_.-]+)(?:==| @ )(\S+)", frozen, re.M)
-        if m.group(1).startswith("eff") or m.group(1) in ("torch", "numpy")
-    }
-    print("installed:", ", ".join(f"{k} {v}" for k, v in sorted(installed.items())))
+    shared = [] if pkg == "eff-shared" else [f"eff-shared @ {wheel_of('eff-shared').as_uri()}"]
+    cons, dev = constraints(pkg, venvs / f"{pkg}.constraints.txt")
+
+    def install(spec: str, *more: str) -> dict[str, str]:
+        reqs = [f"{spec} @ {wheel_of(pkg).as_uri()}", *shared, *more]
+        run(["uv", "pip", "install", "--quiet", "--python", str(python), "-c", str(cons), *reqs])
+        frozen = run(["uv", "pip", "freeze", "--python", str(python)], capture=True).stdout
+        return {
+            m.group(1): m.group(2)
+            for m in re.finditer(r"^([A-Za-z0-9_.-]+)(?:==| @ )(\S+)", frozen, re.M)
+            if m.group(1).startswith("eff") or m.group(1) in ("torch", "numpy")
+        }
+
+    # the package alone first (what `pip install eff-games` gives), then its test extras
+    installed = install(pkg)
+    print("installed alone:", ", ".join(f"{k} {v}" for k, v in sorted(installed.items())))
     if pkg in TORCH_FREE and "torch" in installed:
         raise SystemExit(f"release: torch was installed with {pkg}")
+    installed = install(f"{pkg}[{','.join(extras)}]" if extras else pkg, "-r", str(dev))
+    if extras:
+        print(
+            f"with test extras {extras}:",
+            ", ".join(f"{k} {v}" for k, v in sorted(installed.items())),
+        )
     module = pkg.replace("-", "_")
     origin = run(
         [str(python), "-c", f"import {module}; print({module}.__file__, {module}.__version__)"],
