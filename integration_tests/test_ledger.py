@@ -82,29 +82,9 @@ def test_readme_and_ledger_agree_with_the_committed_full_run():
     assert ledger.check() == 0
 
 
-# Reproductions whose 5-seed full run at the current code is not in ledger/full.json yet (the
-# full runs of stop 19 could not all be made on a shared 2-core machine). The ledger lists only
-# measured results; this set must shrink to empty, and the test fails if it is stale either way.
-PENDING_FULL_RUNS = {
-    "llm.deft",
-    "llm.fedsvd",
-    "llm.gain_rl",
-    "llm.lrc",
-    "llm.nemotron_flash",
-    "llm.svdecode",
-    "llm.watermark",
-    "rl.cka_rl",
-    "vision.clic",
-    "vision.combo",
-    "vision.fingerprint",
-    "vision.hawaii",
-    "vision.lasq",
-    "vision.moric",
-    "vision.panlut",
-    "vision.robia",
-    "vision.svip",
-    "vision.tensor_compress",
-}
+# Reproductions whose full run is not in ledger/full.json: none since stop 28. The ledger lists
+# only measured results; the test fails if one goes missing (or this set goes stale).
+PENDING_FULL_RUNS: set[str] = set()
 
 
 def test_the_full_run_covers_every_reproduction_but_the_pending_ones():
@@ -114,6 +94,11 @@ def test_the_full_run_covers_every_reproduction_but_the_pending_ones():
     assert set(available()) - names == PENDING_FULL_RUNS
 
 
+# claims.md's exceptions to "full mode >= 5 seeds": the Nemotron-Flash weight-norm claims are
+# judged on the median of 3 seeds of 300 steps ("as now").
+FEWER_SEEDS = {("llm.nemotron_flash", "val CE: weight norm − baseline (wd 0.1)"): 3}
+
+
 def test_the_full_run_has_a_headline_per_method_and_no_regression():
     data = json.loads(ledger.LEDGER_JSON.read_text())
     for r in (Result.from_dict(item) for item in data["results"]):
@@ -121,6 +106,18 @@ def test_the_full_run_has_a_headline_per_method_and_no_regression():
         assert r.passed, f"{r.name}: a check or a reproduces paper claim failed in the full run"
         heads = [c for c in r.claims if c.kind == "paper" and c.headline]
         assert heads, f"{r.name} has no headline paper claim"
+        unexpected = [c.text for c in r.claims if c.verdict("full") == "reproduced (unexpected)"]
+        assert not unexpected, (
+            f"{r.name}: expected xfail but reproduced in the full run: {unexpected}"
+        )
         for c in r.claims:
-            if c.kind == "paper" and "deterministic" not in c.text and c.judged_in("full"):
-                assert c.n_seeds >= 5, f"{r.name}: {c.text!r} judged on {c.n_seeds} seeds"
+            # a worst-case claim holds one value, the minimum over all its seeds
+            worst = "judged on the worst seed" in c.text
+            if (
+                c.kind == "paper"
+                and "deterministic" not in c.text
+                and not worst
+                and c.judged_in("full")
+            ):
+                floor = FEWER_SEEDS.get((r.name, c.text.split(",")[0]), 5)
+                assert c.n_seeds >= floor, f"{r.name}: {c.text!r} judged on {c.n_seeds} seeds"
