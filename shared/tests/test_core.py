@@ -184,3 +184,15 @@ def test_plots_take_their_words_from_plot_labels_and_say_when_skipped(tmp_path, 
     assert seen["title"] == "a.m: exploitability" and seen["xlabel"] == ""
     monkeypatch.setattr(report, "plots_available", lambda: False)
     assert "matplotlib" in report.PLOTS_SKIPPED
+
+
+def test_plot_file_names_are_portable(tmp_path, monkeypatch):
+    r = Result(name="llm.pm", mode="quick", seed=0)
+    r.add_series("m* vs n", {"x": [1.0, 2.0], "seed 2": [1.0, 3.0]},
+                 title="t", xlabel="x", ylabel="y")  # fmt: skip
+    paths = []
+    monkeypatch.setattr(
+        report, "plot_series", lambda path, series, **kw: paths.append(path) or path
+    )
+    report.write_plots([r], tmp_path)
+    assert [p.name for p in paths] == ["llm.pm.m_vs_n.png"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -272,6 +273,11 @@ def plots_available() -> bool:
 PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'eff-shared[plot]')"
 
 
+def _file_stem(key: str) -> str:
+    """A portable file name for a plot key ("llm.x.m* vs n" -> "llm.x.m_vs_n")."""
+    return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9._=-]", "_", key)).strip("_")
+
+
 def write_plots(results: Sequence[Result], out_dir: str | Path) -> dict[str, Path]:
     """One PNG per series of every result, titled and labelled from ``Result.plot_labels``
     (the plot's name in words when absent); nothing (and no error) without matplotlib."""
@@ -283,7 +289,7 @@ def write_plots(results: Sequence[Result], out_dir: str | Path) -> dict[str, Pat
             title = labels.get("title") or plot_name.replace("_", " ")
             scale = labels.get("yscale")
             path = plot_series(
-                Path(out_dir) / f"{key}.png",
+                Path(out_dir) / f"{_file_stem(key)}.png",
                 series,
                 title=f"{r.name}: {title}",
                 xlabel=labels.get("xlabel", ""),

@@ -298,16 +298,15 @@ def run(
             / sum(s["seconds"] for s in summ[fine]),
         }
     )
-    for key, label in labels.items():
-        s0 = summ[key][0]
-        result.add_series(
-            f"success_seed{seed}_{key[0]}_{key[1]}",
-            {"x": list(range(n_tasks)), label: s0["auc"]},
-            title=f"Success rate per task, {label}, seed {seed}",
-            xlabel="task in the sequence",
-            ylabel="success rate (mean over training, AUC)",
-            yscale="linear",
-        )
+    # one plot, every method side by side (separate plots of one line each compare nothing)
+    result.add_series(
+        f"success_seed{seed}",
+        {"x": list(range(n_tasks))} | {label: summ[key][0]["auc"] for key, label in labels.items()},
+        title=f"Success rate per task of the sequence, seed {seed}",
+        xlabel="task in the sequence",
+        ylabel="success rate (mean over training, AUC)",
+        yscale="linear",
+    )
     result.notes.append(
         f"{cfg.sequence}: {cfg.steps_per_task} env steps per task, PPO {cfg.n_envs} envs x {cfg.n_steps} steps, "
         f"{cfg.n_epochs} epochs x {cfg.n_minibatches} minibatches, lr {cfg.lr} and alpha-lr {cfg.alpha_lr} "
