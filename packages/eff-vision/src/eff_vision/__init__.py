@@ -157,6 +157,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "combo": (
         "ComBo",
+        "ConstantDecoy",
+        "DecoyBackbone",
         "LinearProbe",
         "MultiBackboneFeatures",
         "NoiseDecoy",
