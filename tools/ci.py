@@ -12,8 +12,11 @@
 4. ``eff-shared``, ``eff-games`` and ``eff-theory`` environments must not contain torch.
 5. ``integration_tests/`` in the full workspace environment (CLI end to end, Flower simulation).
 6. ``ruff check`` and ``ruff format --check``.
-7. With ``--wheels``: ``tools/release.py`` builds the 8 wheels and sdists, checks their metadata,
-   and runs every package's tests against its wheel installed alone in a fresh venv.
+7. With ``--wheels`` (what ``.ci/run`` uses), step 3 runs from the built wheels instead of the
+   workspace: ``tools/release.py`` builds the 8 wheels and sdists, checks their metadata, and for
+   every package makes a fresh venv outside the workspace with its wheel alone (torch-free where
+   step 4 says), runs its tests there, then adds its test extras and runs the tests that exercise
+   them — the same runs as step 3, against what ``pip install`` would give a user.
 
 Options: ``--package NAME`` (repeatable) to run only those packages (integration tests and lint
 still run unless ``--no-integration`` / ``--no-lint``), ``--skip-slow`` to deselect ``slow`` tests.
@@ -200,8 +203,8 @@ def main() -> None:
     parser.add_argument(
         "--wheels",
         action="store_true",
-        help="also build every wheel and run each package's tests from its wheel installed alone "
-        "in a fresh venv outside the workspace (tools/release.py)",
+        help="run each package's tests from its built wheel installed alone in a fresh venv "
+        "outside the workspace (tools/release.py) instead of a workspace-built environment",
     )
     args = parser.parse_args()
     t0 = time.perf_counter()
@@ -209,12 +212,14 @@ def main() -> None:
     log("workspace environment (.venv): every package and extra, from the lock")
     sh(["uv", "sync", "--frozen", "--all-packages", "--all-extras"])
     check_declared_imports()
-    tools = test_tools_requirements()
-    for pkg in args.package or list(PACKAGES):
-        run_package(pkg, tools, args.skip_slow)
-        if test_extras(pkg):
-            run_package(pkg, tools, args.skip_slow, test_extras(pkg))
-    if args.wheels:
+    if not args.wheels:
+        tools = test_tools_requirements()
+        for pkg in args.package or list(PACKAGES):
+            run_package(pkg, tools, args.skip_slow)
+            if test_extras(pkg):
+                run_package(pkg, tools, args.skip_slow, test_extras(pkg))
+    else:
+        # the wheel venvs are the isolated per-package environments: one set of runs, not two
         log("wheels: every package built, installed alone from dist/ and tested there")
         sh(
             [

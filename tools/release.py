@@ -14,8 +14,11 @@
    path, never looked up on an index), third-party dependencies from PyPI at the versions of
    ``uv.lock`` (``uv export`` constraints), the test tools of the ``dev`` group. The package's
    own tests are copied out of the workspace and run against the installed wheel (the log shows
-   where the package was imported from), then ``eff <domain> info``. ``eff-games``,
-   ``eff-theory`` and ``eff-shared`` must install without torch.
+   where the package was imported from), then ``eff <domain> info``; a package with test extras
+   (``[tool.eff.ci] test-extras``) then gets them installed and the tests that exercise them
+   (``[tool.eff.ci.extra-tests]``) run again. ``eff-games``, ``eff-theory`` and ``eff-shared``
+   must install without torch. ``tools/ci.py --wheels`` (CI) runs this instead of its
+   workspace-built per-package environments.
 """
 
 from __future__ import annotations
@@ -161,7 +164,37 @@ def stage_tests(pkg: str, where: Path) -> Path:
     return dest
 
 
+def extra_test_paths(pkg: str, extras: list[str]) -> list[str]:
+    """The tests (relative to the package) to re-run with ``extras`` installed:
+    ``[tool.eff.ci.extra-tests] <extra> = [paths]`` when given, else all of them."""
+    table = project(pkg).get("tool", {}).get("eff", {}).get("ci", {}).get("extra-tests", {})
+    paths = [p for e in extras for p in table.get(e, [])]
+    for path in paths:
+        if not (PACKAGES[pkg] / path).exists():
+            raise SystemExit(f"release: {pkg}: [tool.eff.ci.extra-tests] names a missing path {path}")
+    return paths or ["tests"]
+
+
+def run_tests(python: Path, stage: Path, paths: list[str], skip_slow: bool) -> str:
+    """pytest on the staged copies of ``paths``; returns pytest's last line (the counts)."""
+    args = [str(python), "-m", "pytest", *paths, "-q", "-n", "2", "-p", "no:cacheprovider"]
+    args += ["--dist", "loadgroup"]  # tests marked xdist_group share a worker (Flower simulations)
+    if skip_slow:
+        args += ["-m", "not slow"]
+    print("+ " + " ".join(args), flush=True)
+    proc = subprocess.run(args, cwd=stage, text=True, capture_output=True)
+    tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    print(proc.stdout[-3000:] if proc.returncode else tail, flush=True)
+    if proc.returncode != 0:
+        print(proc.stderr[-2000:])
+        raise SystemExit(f"release: {' '.join(paths)} failed against the installed wheel")
+    return tail
+
+
 def test_package(pkg: str, venvs: Path, skip_slow: bool) -> dict:
+    """Fresh venv; the package's wheel alone (plus ``eff-shared``'s), its tests; then, where the
+    package lists test extras, the wheel with them and the tests that exercise them — the same
+    two runs ``tools/ci.py`` makes, here against the installed wheels."""
     t0 = time.perf_counter()
     venv = venvs / pkg
     log(f"{pkg}: fresh venv {venv}")
@@ -182,17 +215,12 @@ def test_package(pkg: str, venvs: Path, skip_slow: bool) -> dict:
             if m.group(1).startswith("eff") or m.group(1) in ("torch", "numpy")
         }
 
-    # the package alone first (what `pip install eff-games` gives), then its test extras
+    # the package alone first (what `pip install eff-games` gives), then the test tools
     installed = install(pkg)
     print("installed alone:", ", ".join(f"{k} {v}" for k, v in sorted(installed.items())))
     if pkg in TORCH_FREE and "torch" in installed:
         raise SystemExit(f"release: torch was installed with {pkg}")
-    installed = install(f"{pkg}[{','.join(extras)}]" if extras else pkg, "-r", str(dev))
-    if extras:
-        print(
-            f"with test extras {extras}:",
-            ", ".join(f"{k} {v}" for k, v in sorted(installed.items())),
-        )
+    install(pkg, "-r", str(dev))
     module = pkg.replace("-", "_")
     origin = run(
         [str(python), "-c", f"import {module}; print({module}.__file__, {module}.__version__)"],
@@ -203,27 +231,26 @@ def test_package(pkg: str, venvs: Path, skip_slow: bool) -> dict:
     if not origin.startswith(str(venv)):
         raise SystemExit(f"release: {module} was not imported from the venv: {origin}")
     stage = venvs / f"{pkg}-tests"
-    tests = stage_tests(pkg, stage)
-    args = [str(python), "-m", "pytest", str(tests), "-q", "-n", "2", "-p", "no:cacheprovider"]
-    if skip_slow:
-        args += ["-m", "not slow"]
-    print("+ " + " ".join(args), flush=True)
-    proc = subprocess.run(args, cwd=stage, text=True, capture_output=True)
-    tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    print(proc.stdout[-3000:] if proc.returncode else tail)
-    if proc.returncode != 0:
-        print(proc.stderr[-2000:])
-        raise SystemExit(f"release: {pkg}'s tests failed against its wheel")
+    stage_tests(pkg, stage)
+    counts = {"alone": run_tests(python, stage, ["tests"], skip_slow)}
     eff = venv / "bin" / "eff"
     domain = pkg.removeprefix("eff-")
     info = [str(eff), "list"] if pkg == "eff-shared" else [str(eff), domain, "info"]
     run(info, capture=True, cwd=venvs)
     print(f"ok: `{' '.join(info[1:])}` runs")
+    if extras:
+        installed = install(f"{pkg}[{','.join(extras)}]", "-r", str(dev))
+        print(
+            f"with test extras {extras}:",
+            ", ".join(f"{k} {v}" for k, v in sorted(installed.items())),
+        )
+        paths = extra_test_paths(pkg, extras)
+        counts[f"[{','.join(extras)}]"] = run_tests(python, stage, paths, skip_slow)
     return {
         "package": pkg,
         "venv": str(venv),
         "installed": installed,
-        "tests": tail,
+        "tests": counts,
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
@@ -252,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     log("summary")
     for s in summary:
         eff_versions = ", ".join(f"{k} {v}" for k, v in sorted(s["installed"].items()))
-        print(f"{s['package']:<12} {s['tests']:<40} {s['seconds']:>7.1f} s  [{eff_versions}]")
+        tests = "; ".join(f"{k}: {v}" for k, v in s["tests"].items())
+        print(f"{s['package']:<12} {s['seconds']:>7.1f} s  {tests}  [{eff_versions}]")
     return 0
 
 
