@@ -52,6 +52,20 @@ def test_lrqk_and_paretoq_commands(tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert "pca_k" in res.output and "transferred K/V rows per step" in res.output
+    gqa = tmp_path / "gqa.json"
+    args = ["lrqk", "--seq", "128", "--decode", "3", "--top-k", "16", "--window", "4"]
+    res = runner.invoke(
+        app, [*args, "--batch", "2", "--heads", "4", "--kv-heads", "2", "--json", str(gqa)]
+    )
+    assert res.exit_code == 0, res.output
+    mha = tmp_path / "mha.json"
+    assert runner.invoke(app, [*args, "--heads", "4", "--json", str(mha)]).exit_code == 0
+    # GQA shares a K/V head's fetches between its query heads
+    assert (
+        json.loads(gqa.read_text())["transferred_per_k"]
+        < json.loads(mha.read_text())["transferred_per_k"]
+    )
+    assert runner.invoke(app, ["lrqk", "--heads", "4", "--kv-heads", "3"]).exit_code == 2
     path = tmp_path / "pq.json"
     res = runner.invoke(
         app,

@@ -2,6 +2,7 @@
 
 import itertools
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from eff_kernels.lrqk import (
     proxy_topk,
     sparse_decode_attention,
 )
-from eff_kernels.reproduce.lrqk import LRQKReproConfig, make_stream, run
+from eff_kernels.reproduce.lrqk import LRQKReproConfig, make_stream, run, simulate
 
 
 def small_stream(seed=0, prefill=200, decode=12, heads=2):
@@ -152,6 +153,88 @@ def test_gqa_state_keeps_the_union_per_kv_head():
         for j in range(2):  # capacity is group·k: rows no query head wants stay cached until reused
             union = set(st.selected[2 * j].tolist()) | set(st.selected[2 * j + 1].tolist())
             assert union <= st.store.resident(j) and len(st.store.resident(j)) <= 2 * 8
+
+
+SELECTION = ("recall", "mass", "relerr")
+METHODS = ("lrqk", "oracle", "pca_k", "rand_proj", "window")
+
+
+def test_batched_state_gives_each_sequence_what_it_gets_alone():
+    # reference: every sequence of a batch decoded alone (same seeded ALS start, own stopping rule)
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(3, 4, 70, 32, generator=g)
+    k, v = torch.randn(3, 2, 70, 32, generator=g), torch.randn(3, 2, 70, 32, generator=g)
+    lcfg = LRQKConfig(rank=4, top_k=8, window=2, pin_memory=False, seed=5)
+    batched = LRQKState(lcfg, 4, 2, 32, batch=3, collect_until=0)
+    alone = [LRQKState(lcfg, 4, 2, 32, collect_until=0) for _ in range(3)]
+    batched.prefill(q[:, :, :60], k[:, :, :60], v[:, :, :60])
+    for b, st in enumerate(alone):
+        st.prefill(q[b : b + 1, :, :60], k[b : b + 1, :, :60], v[b : b + 1, :, :60])
+    for t in range(60, 70):
+        step = (x[:, :, t : t + 1] for x in (q, k, v))
+        out, info = batched.decode(*step)
+        moved = 0
+        for b, st in enumerate(alone):
+            o, i = st.decode(*(x[b : b + 1, :, t : t + 1] for x in (q, k, v)))
+            assert torch.equal(info["selected"][4 * b : 4 * b + 4], i["selected"])
+            assert torch.allclose(out[b : b + 1], o, atol=1e-6)
+            moved += i["transferred"]
+        assert info["transferred"] == moved
+
+
+def test_simulate_batch_equals_each_sequence_simulated_alone():
+    cfg = LRQKReproConfig(prefill=160, decode=6, rank=8, top_k=16, window=4, batch=2)
+    q, k, v = make_stream(cfg, 1)
+    assert q.shape == (2, 2, 166, 64) and k.shape == (2, 2, 166, 64)
+    one = replace(cfg, batch=1)
+    # the first sequence is the batch-1 stream of the same seed (defaults unchanged)
+    assert all(torch.equal(a[0], b) for a, b in zip((q, k, v), make_stream(one, 1), strict=True))
+    res = simulate(cfg, 1)
+    per = [simulate(one, 1, stream=(q[b], k[b], v[b])) for b in range(2)]
+    for m in METHODS:
+        for key in SELECTION:
+            ref = (per[0][m][key] + per[1][m][key]) / 2
+            assert res[m][key] == pytest.approx(ref, rel=1e-5, abs=1e-7), (m, key)
+    assert res["transferred_per_k"] == pytest.approx(
+        (per[0]["transferred_per_k"] + per[1]["transferred_per_k"]) / 2, rel=1e-9
+    )
+    assert res["max_abs_diff_full"] == pytest.approx(
+        max(p["max_abs_diff_full"] for p in per), rel=1e-4, abs=1e-7
+    )
+    assert per[0]["lrqk"]["recall"] != per[1]["lrqk"]["recall"]  # two different sequences
+
+
+def test_simulate_gqa_equals_the_repeated_kv_computation_and_shares_transfers():
+    cfg = LRQKReproConfig(heads=4, kv_heads=2, prefill=160, decode=6, rank=8, top_k=16, window=4)
+    q, k, v = make_stream(cfg, 0)
+    assert q.shape == (4, 166, 64) and k.shape == v.shape == (2, 166, 64)
+    gqa = simulate(cfg, 0)
+    mha = simulate(
+        replace(cfg, kv_heads=None),
+        0,
+        stream=(q, k.repeat_interleave(2, 0), v.repeat_interleave(2, 0)),
+    )
+    for m in METHODS:
+        for key in SELECTION:
+            assert gqa[m][key] == pytest.approx(mha[m][key], rel=1e-6, abs=1e-8), (m, key)
+    assert gqa["max_abs_diff_full"] == pytest.approx(mha["max_abs_diff_full"], abs=1e-6)
+    # a K/V head fetches the union of its query heads' selections once
+    assert gqa["transferred_per_k"] < mha["transferred_per_k"]
+    assert gqa["lrqk"]["recall"] > 2 * gqa["window"]["recall"]  # the GQA stream has signal
+    # batch and GQA together: exact over the full context when top-k covers it
+    both = replace(cfg, batch=2, decode=3)
+    assert simulate(both, 0, exact_check=True)["max_abs_diff_full"] <= 1e-5
+
+
+def test_repro_config_and_stream_bad_inputs_raise():
+    with pytest.raises(ValueError, match="kv_heads must be None or an integer >= 1 dividing"):
+        LRQKReproConfig(heads=4, kv_heads=3)
+    with pytest.raises(ValueError, match="batch must be an integer >= 1"):
+        LRQKReproConfig(batch=0)
+    cfg = LRQKReproConfig(prefill=40, decode=2, rank=4, top_k=8, window=2, batch=2)
+    q, k, v = make_stream(cfg, 0)
+    with pytest.raises(ValueError, match=r"stream q must have shape \(2, 2, 42, 64\)"):
+        simulate(cfg, 0, stream=(q[0], k, v))
 
 
 @pytest.mark.parametrize("n", [5, 70, 130])

@@ -148,7 +148,12 @@ def lrqk_cmd(
     rank: Annotated[int, typer.Option("--rank", min=1, help="Rank r of the Q/K factors.")] = 8,
     top_k: Annotated[int, typer.Option("--top-k", min=1, help="Selected tokens k.")] = 64,
     window: Annotated[int, typer.Option("--window", min=0, help="Recent window w.")] = 16,
-    heads: Annotated[int, typer.Option("--heads", min=1)] = 2,
+    heads: Annotated[int, typer.Option("--heads", min=1, help="Query heads.")] = 2,
+    kv_heads: Annotated[
+        int | None,
+        typer.Option("--kv-heads", min=1, help="K/V heads (GQA; must divide --heads)."),
+    ] = None,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Sequences decoded together.")] = 1,
     seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
     json_path: JsonOpt = None,
 ) -> None:
@@ -160,8 +165,17 @@ def lrqk_cmd(
     torch.set_num_threads(1)
     if rank > 64:
         raise typer.BadParameter("must be <= head_dim (64)", param_hint="--rank")
+    if kv_heads is not None and heads % kv_heads:
+        raise typer.BadParameter(f"must divide --heads ({heads})", param_hint="--kv-heads")
     cfg = LRQKReproConfig(
-        heads=heads, prefill=seq, decode=decode, rank=rank, top_k=top_k, window=window
+        heads=heads,
+        prefill=seq,
+        decode=decode,
+        rank=rank,
+        top_k=top_k,
+        window=window,
+        batch=batch,
+        kv_heads=kv_heads,
     )
     res = simulate(cfg, seed)
     rows = [{"method": n, **res[n]} for n in ("lrqk", "oracle", "pca_k", "rand_proj", "window")]

@@ -516,9 +516,10 @@ class LRQKState:
 
     Heads are flattened over the batch: ``B·H_q`` selections, ``B·H_kv`` stores. The store of a KV
     head keeps the union of its query heads' selections resident, so GQA never multiplies the
-    transfers. Prompts no longer than ``collect_until`` (default ``top_k + window``) stay in a plain
-    "collecting" state (exact attention, queries recorded) until the length exceeds it; then the ALS
-    runs.
+    transfers. Each sequence of a batch runs its own prefill ALS from the same seeded start, so
+    its factors, selections and outputs equal those of the sequence alone. Prompts no longer than
+    ``collect_until`` (default ``top_k + window``) stay in a plain "collecting" state (exact
+    attention, queries recorded) until the length exceeds it; then the ALS runs.
     """
 
     def __init__(
@@ -598,10 +599,17 @@ class LRQKState:
         """Run the prefill ALS on the recorded queries and all keys, select, fill the slots."""
         q = torch.cat(self.q_hist, dim=1)  # (B·Hq, l, d)
         k = self.store.keys.to(self.device)[self._kv_heads()]
-        f = lrqk_prefill(
-            q, k, self.cfg.rank, self.cfg.iters[0], self.cfg.init, self.generator,
-            tol=self.cfg.tol, lambdas=self.cfg.lambdas[:2],
-        )  # fmt: skip
+        if self.b == 1:
+            f = self._prefill_one(q, k, self.generator)
+        else:
+            # One ALS per sequence, each from the seeded start it would get alone (and its own
+            # stopping rule): a sequence's factors never depend on the rest of the batch.
+            hq = self.hq
+            parts = [
+                self._prefill_one(q[i * hq : (i + 1) * hq], k[i * hq : (i + 1) * hq], self._fresh_generator())
+                for i in range(self.b)
+            ]  # fmt: skip
+            f = LowRankQK(*(torch.cat(ts, dim=0) for ts in zip(*parts, strict=True)))
         self.a_k, self.b_q, self.b_k = f.a_k, f.b_q, f.b_k
         self.q_hist = []
         self.active = True
@@ -619,6 +627,17 @@ class LRQKState:
             wanted.append(torch.unique(rows))
         _, _, moved = self.store.fetch(wanted)
         self.last_transferred = moved
+
+    def _fresh_generator(self) -> torch.Generator | None:
+        return torch.Generator().manual_seed(self.cfg.seed) if self.cfg.seed is not None else None
+
+    def _prefill_one(
+        self, q: torch.Tensor, k: torch.Tensor, generator: torch.Generator | None
+    ) -> LowRankQK:
+        return lrqk_prefill(
+            q, k, self.cfg.rank, self.cfg.iters[0], self.cfg.init, generator,
+            tol=self.cfg.tol, lambdas=self.cfg.lambdas[:2],
+        )  # fmt: skip
 
     def prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Record a prompt (q after RoPE; k, v as cached). Attention itself is the caller's full attention."""

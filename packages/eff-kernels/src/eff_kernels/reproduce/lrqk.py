@@ -38,7 +38,7 @@ __all__ = ["LRQKReproConfig", "als_check", "make_stream", "run", "simulate"]
 class LRQKReproConfig:
     """Synthetic data and LRQK settings (defaults: the spec's config "small")."""
 
-    heads: int = 2
+    heads: int = 2  # query heads per sequence
     head_dim: int = 64
     prefill: int = 1024
     decode: int = 16
@@ -54,27 +54,62 @@ class LRQKReproConfig:
     rho: float = 0.9
     als_len: int = 512
     als_iters: int = 6
+    batch: int = 1  # sequences decoded together (each its own stream; the head bases are shared)
+    kv_heads: int | None = None  # K/V heads (GQA); None = ``heads`` (multi-head attention)
+
+    def __post_init__(self) -> None:
+        for name in ("heads", "batch"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        kv = self.kv_heads
+        if kv is not None and (
+            isinstance(kv, bool) or not isinstance(kv, int) or kv < 1 or self.heads % kv
+        ):
+            raise ValueError(
+                f"kv_heads must be None or an integer >= 1 dividing heads={self.heads}, got {kv!r}"
+            )
+
+    @property
+    def n_kv_heads(self) -> int:
+        """The number of K/V heads (``kv_heads``, or ``heads`` when it is None)."""
+        return self.heads if self.kv_heads is None else self.kv_heads
 
 
 def make_stream(cfg: LRQKReproConfig, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Q, K, V of shape (H, L + T, d) in float32."""
+    """Q of shape (B, H_q, L + T, d), K and V of shape (B, H_kv, L + T, d), float32.
+
+    With ``batch == 1`` the batch dimension is dropped: (H_q, L + T, d) and (H_kv, L + T, d), the
+    original shapes (and, for ``kv_heads=None``, the original values). Each K/V head has its own
+    signal and nuisance subspaces, shared by its query heads (GQA: the group's queries drift
+    independently in the same subspace) and by every sequence of the batch (they are the head's
+    projections, not the content); the sequences' contents are drawn one after the other.
+    """
     g = torch.Generator().manual_seed(seed)
-    h, d, n = cfg.heads, cfg.head_dim, cfg.prefill + cfg.decode
+    hq, hkv, d, n = cfg.heads, cfg.n_kv_heads, cfg.head_dim, cfg.prefill + cfg.decode
     rs, rw = cfg.signal_dim, cfg.nuisance_dim
-    basis = torch.linalg.qr(torch.randn(h, d, d, generator=g)).Q
+    basis = torch.linalg.qr(torch.randn(hkv, d, d, generator=g)).Q
     u, w = basis[..., :rs], basis[..., rs : rs + rw]
-    a = torch.randn(h, n, rs, generator=g)
-    b = torch.randn(h, n, rw, generator=g)
-    k = cfg.key_signal * a @ u.transpose(-1, -2) + cfg.key_nuisance * b @ w.transpose(-1, -2)
-    k = k + cfg.noise * torch.randn(h, n, d, generator=g)
-    c = torch.empty(h, n, rs)
-    c[:, 0] = torch.randn(h, rs, generator=g)
+    u_q = u.repeat_interleave(hq // hkv, dim=0)  # query head i reads K/V head i // group
     innov = math.sqrt(1 - cfg.rho**2)
-    for t in range(1, n):
-        c[:, t] = cfg.rho * c[:, t - 1] + innov * torch.randn(h, rs, generator=g)
-    q = cfg.query_signal * c @ u.transpose(-1, -2) + cfg.noise * torch.randn(h, n, d, generator=g)
-    v = torch.randn(h, n, d, generator=g)
-    return q, k, v
+    qs, ks, vs = [], [], []
+    for _ in range(cfg.batch):
+        a = torch.randn(hkv, n, rs, generator=g)
+        b = torch.randn(hkv, n, rw, generator=g)
+        k = cfg.key_signal * a @ u.transpose(-1, -2) + cfg.key_nuisance * b @ w.transpose(-1, -2)
+        k = k + cfg.noise * torch.randn(hkv, n, d, generator=g)
+        c = torch.empty(hq, n, rs)
+        c[:, 0] = torch.randn(hq, rs, generator=g)
+        for t in range(1, n):
+            c[:, t] = cfg.rho * c[:, t - 1] + innov * torch.randn(hq, rs, generator=g)
+        q = cfg.query_signal * c @ u_q.transpose(-1, -2)
+        q = q + cfg.noise * torch.randn(hq, n, d, generator=g)
+        qs.append(q)
+        ks.append(k)
+        vs.append(torch.randn(hkv, n, d, generator=g))
+    if cfg.batch == 1:
+        return qs[0], ks[0], vs[0]
+    return torch.stack(qs), torch.stack(ks), torch.stack(vs)
 
 
 def _sel_metrics(
@@ -96,10 +131,34 @@ def _sel_metrics(
     return recall, mass, relerr
 
 
-def simulate(cfg: LRQKReproConfig, seed: int, *, exact_check: bool = False) -> dict[str, Any]:
-    """Prefill + decode with LRQK and the baselines; returns the averaged metrics."""
-    q, k, v = make_stream(cfg, seed)
-    h, d, L = cfg.heads, cfg.head_dim, cfg.prefill
+def simulate(
+    cfg: LRQKReproConfig,
+    seed: int,
+    *,
+    exact_check: bool = False,
+    stream: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+) -> dict[str, Any]:
+    """Prefill + decode with LRQK and the baselines; returns the metrics averaged over the batch's
+    sequences, query heads and decode steps.
+
+    ``stream`` replaces :func:`make_stream`'s data: (Q, K, V) with the shapes it returns for ``cfg``
+    (a batch dimension first when ``cfg.batch > 1``). Under GQA every baseline scores a query head
+    against its K/V head's keys; ``transferred_per_k`` counts K/V rows moved per step over
+    ``batch · heads · top_k`` (1.0 = every query head fetching k rows, no hit/miss and no sharing).
+    """
+    q, k, v = make_stream(cfg, seed) if stream is None else stream
+    hq, hkv, nb = cfg.heads, cfg.n_kv_heads, cfg.batch
+    d, L = cfg.head_dim, cfg.prefill
+    lead = (nb,) if nb > 1 else ()
+    for name, t, h in (("q", q, hq), ("k", k, hkv), ("v", v, hkv)):
+        want = (*lead, h, cfg.prefill + cfg.decode, d)
+        if tuple(t.shape) != want:
+            raise ValueError(f"stream {name} must have shape {want} for cfg, got {tuple(t.shape)}")
+    if nb == 1:
+        q, k, v = q[None], k[None], v[None]
+    group = hq // hkv
+    # keys/values as each query head reads them (GQA: its K/V head's)
+    k_q, v_q = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     top_k = cfg.prefill + cfg.decode if exact_check else cfg.top_k
     lcfg = LRQKConfig(
         rank=cfg.rank,
@@ -109,47 +168,52 @@ def simulate(cfg: LRQKReproConfig, seed: int, *, exact_check: bool = False) -> d
         seed=seed,
         backend="reference",
     )
-    state = LRQKState(lcfg, h, h, d, collect_until=0)
-    state.prefill(q[None, :, :L], k[None, :, :L], v[None, :, :L])
+    state = LRQKState(lcfg, hq, hkv, d, batch=nb, collect_until=0)
+    state.prefill(q[:, :, :L], k[:, :, :L], v[:, :, :L])
     scale = 1.0 / math.sqrt(d)
     g = torch.Generator().manual_seed(50_000 + seed)
-    # Loki-like PCA of the prefill keys and a random projection, rank r
-    kc = k[:, :L] - k[:, :L].mean(dim=1, keepdim=True)
-    pca = torch.linalg.svd(kc, full_matrices=False).Vh[:, : cfg.rank].transpose(-1, -2)  # (H, d, r)
-    rp = torch.randn(h, d, cfg.rank, generator=g) / math.sqrt(cfg.rank)
+    # Loki-like PCA of the prefill keys (per sequence) and a random projection per query head
+    # (a head's projection, shared by the batch), rank r
+    kc = k_q[:, :, :L] - k_q[:, :, :L].mean(dim=2, keepdim=True)
+    pca = [
+        torch.linalg.svd(kc[b], full_matrices=False).Vh[:, : cfg.rank].transpose(-1, -2)
+        for b in range(nb)
+    ]  # (H, d, r) per sequence
+    rp = torch.randn(hq, d, cfg.rank, generator=g) / math.sqrt(cfg.rank)
     names = ("lrqk", "oracle", "pca_k", "rand_proj", "window")
     acc: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
     transferred, max_diff = [], 0.0
     for t in range(L, L + cfg.decode):
-        out, info = state.decode(
-            q[None, :, t : t + 1], k[None, :, t : t + 1], v[None, :, t : t + 1]
-        )
+        out, info = state.decode(q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1])
         n_tok = t + 1
         cand = n_tok - cfg.window
-        s = (k[:, :n_tok] @ q[:, t].unsqueeze(-1)).squeeze(-1) * scale  # (H, n)
-        probs = torch.softmax(s.double(), dim=-1).float()
-        full = torch.stack([probs[i] @ v[i, :n_tok] for i in range(h)])
         win = torch.arange(cand, n_tok)
         kk = min(cfg.top_k, cand) if not exact_check else cand
-        for i in range(h):
-            oracle = s[i, :cand].topk(kk).indices
-            sel = info["selected"][i]
-            r_l = _sel_metrics(sel, oracle, probs[i], v[i], win, full[i])
-            # the output LRQK really computed must equal exact attention over its set
-            rel_out = float((out[0, i, 0] - full[i]).norm() / full[i].norm())
-            acc["lrqk"].append((r_l[0], r_l[1], rel_out))
-            acc["oracle"].append(_sel_metrics(oracle, oracle, probs[i], v[i], win, full[i]))
-            ps = ((q[i, t] @ pca[i]) @ (k[i, :cand] @ pca[i]).T).topk(kk).indices
-            acc["pca_k"].append(_sel_metrics(ps, oracle, probs[i], v[i], win, full[i]))
-            rs = ((q[i, t] @ rp[i]) @ (k[i, :cand] @ rp[i]).T).topk(kk).indices
-            acc["rand_proj"].append(_sel_metrics(rs, oracle, probs[i], v[i], win, full[i]))
-            acc["window"].append(
-                _sel_metrics(
-                    torch.arange(max(0, cand - kk), cand), oracle, probs[i], v[i], win, full[i]
+        for b in range(nb):
+            qb, kb, vb = q[b], k_q[b], v_q[b]
+            s = (kb[:, :n_tok] @ qb[:, t].unsqueeze(-1)).squeeze(-1) * scale  # (H, n)
+            probs = torch.softmax(s.double(), dim=-1).float()
+            full = torch.stack([probs[i] @ vb[i, :n_tok] for i in range(hq)])
+            for i in range(hq):
+                oracle = s[i, :cand].topk(kk).indices
+                sel = info["selected"][b * hq + i]
+                r_l = _sel_metrics(sel, oracle, probs[i], vb[i], win, full[i])
+                # the output LRQK really computed must equal exact attention over its set
+                rel_out = float((out[b, i, 0] - full[i]).norm() / full[i].norm())
+                acc["lrqk"].append((r_l[0], r_l[1], rel_out))
+                acc["oracle"].append(_sel_metrics(oracle, oracle, probs[i], vb[i], win, full[i]))
+                pc = pca[b][i]
+                ps = ((qb[i, t] @ pc) @ (kb[i, :cand] @ pc).T).topk(kk).indices
+                acc["pca_k"].append(_sel_metrics(ps, oracle, probs[i], vb[i], win, full[i]))
+                rs = ((qb[i, t] @ rp[i]) @ (kb[i, :cand] @ rp[i]).T).topk(kk).indices
+                acc["rand_proj"].append(_sel_metrics(rs, oracle, probs[i], vb[i], win, full[i]))
+                acc["window"].append(
+                    _sel_metrics(
+                        torch.arange(max(0, cand - kk), cand), oracle, probs[i], vb[i], win, full[i]
+                    )
                 )
-            )
-            max_diff = max(max_diff, float((out[0, i, 0] - full[i]).abs().max()))
-        transferred.append(info["transferred"] / (h * cfg.top_k))
+                max_diff = max(max_diff, float((out[b, i, 0] - full[i]).abs().max()))
+        transferred.append(info["transferred"] / (nb * hq * cfg.top_k))
     res = {
         n: {
             m: sum(x[j] for x in acc[n]) / len(acc[n])
