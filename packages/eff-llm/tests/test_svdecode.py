@@ -244,6 +244,34 @@ def test_warm_start_is_seeded_and_leaves_the_base_untouched(models):
     assert all(torch.equal(before[k], v) for k, v in theta.state_dict().items())
 
 
+# peft 0.21 reads model.is_gradient_checkpointing, deprecated by transformers 5 (third-party).
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
+def test_warm_start_seeds_the_lora_init_and_dropout_not_the_global_rng(models):
+    theta, _, _ = models
+    ids, labels = arithmetic_table("+")
+    # the paper's LoRA (dropout 0.1): init and dropout masks both draw from the global RNG
+    cfg = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], lora_dropout=0.1)
+
+    def adapters(seed: int, global_seed: int, steps: int = 2):
+        torch.manual_seed(global_seed)
+        phi = warm_start(theta, ids, labels, steps=steps, seed=seed, peft_config=cfg)
+        return {k: v.detach().clone() for k, v in phi.named_parameters() if "lora_" in k}
+
+    def same(a, b):
+        return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    # same seed, different global states before the call: the same adapter (init + dropout)
+    a, b = adapters(7, global_seed=0), adapters(7, global_seed=12345)
+    assert a and same(a, b)
+    assert not same(a, adapters(8, global_seed=0))
+    # the caller's global RNG: neither read nor advanced
+    torch.manual_seed(99)
+    expected = torch.rand(3)
+    torch.manual_seed(99)
+    warm_start(theta, ids, labels, steps=2, seed=7, peft_config=cfg)
+    assert torch.equal(torch.rand(3), expected)
+
+
 @pytest.mark.parametrize(
     ("make", "exc", "match"),
     [

@@ -11,12 +11,14 @@ Shared helpers (reused by later eff-llm methods):
   ordinary token and its embedding is trained);
 - :func:`train_last_token` — Adam on the last-token cross-entropy, with an optional extra loss
   (e.g. an adapter's routing balance loss) and a seeded batch sampler;
-- :func:`last_token_accuracy`, :func:`last_token_logits`.
+- :func:`last_token_accuracy`, :func:`last_token_logits`;
+- :func:`seeded_rng` — run a block under a seeded torch global RNG without touching the caller's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -27,10 +29,32 @@ from eff_shared.errors import check_positive
 __all__ = [
     "last_token_accuracy",
     "last_token_logits",
+    "seeded_rng",
     "tiny_llama",
     "tiny_qwen2",
     "train_last_token",
 ]
+
+
+@contextmanager
+def seeded_rng(seed: int, module: nn.Module | None = None) -> Iterator[None]:
+    """Run the block under torch's global RNG seeded with ``seed``, then restore the caller's state.
+
+    For code that draws from the global RNG with no generator argument (peft's adapter init,
+    ``nn.Dropout``). The CPU generator is forked, and the CUDA generator of every device that
+    ``module``'s parameters live on (other devices are left alone, neither forked nor seeded).
+    """
+    devices = sorted(
+        {p.device.index or 0 for p in module.parameters() if p.device.type == "cuda"}
+        if module is not None
+        else set()
+    )
+    with torch.random.fork_rng(devices=devices):
+        torch.random.default_generator.manual_seed(seed)
+        for d in devices:
+            with torch.cuda.device(d):
+                torch.cuda.manual_seed(seed)
+        yield
 
 
 def _build(

@@ -37,6 +37,7 @@ from torch import nn
 from transformers import DynamicCache, LogitsProcessor
 
 from eff_shared.errors import check_choice, check_positive, check_type
+from eff_shared.seeding import derive_seed
 
 __all__ = [
     "SVDecodeLogitsProcessor",
@@ -319,15 +320,26 @@ def warm_start(
     """φ: a copy of ``base`` fine-tuned for ``steps`` Adam steps on the last-token task
     (``input_ids`` (n, L) → ``labels`` (n,)); with a peft ``peft_config`` (e.g. ``LoraConfig``) a peft
     model around the copy (θ = ``phi.disable_adapter()``), else a full fine-tune. ``base`` is
-    untouched."""
-    from eff_llm._models import train_last_token
+    untouched.
+
+    ``seed`` fixes everything random: the batch order, and the adapter's initialisation and the
+    dropout masks (peft and ``nn.Dropout`` draw from torch's global RNG, so they run under a global
+    RNG seeded from ``seed`` — the caller's global RNG state is restored afterwards and never read).
+    Same seed ⇒ same φ, whatever ran before.
+    """
+    from eff_llm._models import seeded_rng, train_last_token
 
     check_positive("steps", steps, integer=True)
     model = copy.deepcopy(base)
-    if peft_config is not None:
-        from peft import get_peft_model
+    # Stream (seed, 1) for the global RNG, decorrelated from the batch sampler's
+    # torch.Generator(seed); a full fine-tune without dropout draws nothing from it.
+    with seeded_rng(derive_seed(seed, 1), model):
+        if peft_config is not None:
+            from peft import get_peft_model
 
-        model = get_peft_model(model, peft_config)
-    train_last_token(model, input_ids, labels, steps=steps, lr=lr, batch_size=batch_size, seed=seed)
+            model = get_peft_model(model, peft_config)
+        train_last_token(
+            model, input_ids, labels, steps=steps, lr=lr, batch_size=batch_size, seed=seed
+        )
     model.eval()
     return model
