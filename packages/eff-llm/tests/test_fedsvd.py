@@ -177,6 +177,119 @@ def test_dp_noise_is_gaussian_with_std_sigma_c_over_the_expected_batch():
     assert abs(noise.mean().item()) < 0.8  # 4 standard errors of the mean
 
 
+def _one_dp_step(model, names, start, optimizer, *, sigma=3.0, steps=1):
+    for n, p in model.named_parameters():
+        p.data.copy_(start[n])
+    return dp_sgd_local_train(
+        model,
+        names,
+        (TASK.x_train[:128], TASK.y_train[:128]),
+        sigma=sigma,
+        max_grad_norm=1.0,
+        lr=0.05,
+        steps=steps,
+        batch_size=32,
+        generator=torch.Generator().manual_seed(3),
+        optimizer=optimizer,
+    )
+
+
+def test_dp_optimizer_consumes_the_privatised_gradient():
+    model = lora_model(TASK, 4, 0)
+    names = trainable_names(model, "B")
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+    sgd = _one_dp_step(model, names, start, "sgd")
+    # the privatised gradient ĝ = (Σ clip + noise)/(q n) of that step (same generator ⇒ same noise)
+    g = {k: -v / 0.05 for k, v in sgd.items()}
+    # torch's SGD on ĝ: the written-out default, up to rounding
+    ref = _one_dp_step(model, names, start, lambda ps: torch.optim.SGD(ps, lr=0.05))
+    for k in names:
+        torch.testing.assert_close(ref[k], sgd[k], atol=1e-7, rtol=0)
+    # Adam's first step is −lr·ĝ/(|ĝ| + eps): a different update, built on the noisy ĝ
+    adam = _one_dp_step(model, names, start, "adam")
+    for k in names:
+        torch.testing.assert_close(adam[k], -0.05 * g[k] / (g[k].abs() + 1e-8), atol=1e-6, rtol=0)
+        assert (adam[k] - sgd[k]).abs().max() > 1e-2
+    # AdamW = Adam plus decoupled weight decay (0.01 · lr · θ)
+    adamw = _one_dp_step(model, names, start, "adamw")
+    for k in names:
+        torch.testing.assert_close(adamw[k], adam[k] - 0.05 * 0.01 * start[k], atol=1e-6, rtol=0)
+    assert all(dict(model.named_parameters())[k].grad is None for k in names)
+
+
+def test_dp_optimizer_factory_gets_the_trainable_tensors_and_is_fresh_each_round():
+    model = lora_model(TASK, 4, 0)
+    built: list[list[torch.Tensor]] = []
+
+    def factory(params):
+        built.append(params)
+        return torch.optim.SGD(params, lr=0.5, momentum=0.9)
+
+    client = make_dp_lora_client(
+        model,
+        "fedsvd",
+        sigma=0.5,
+        max_grad_norm=1.0,
+        lr=0.5,
+        steps=3,
+        batch_size=32,
+        optimizer=factory,
+    )
+    data = [(TASK.x_train[:300], TASK.y_train[:300]), (TASK.x_train[300:], TASK.y_train[300:])]
+    res = InProcessRunner(2, None, 0).run(dict(lora_state(model)), client, FedSVDAggregator(), data)
+    params = dict(model.named_parameters())
+    assert len(built) == 2 * 2  # one optimizer per client per round (no state carried over)
+    assert all(
+        [id(p) for p in ps] == [id(params[n]) for n in trainable_names(model, "B")] for ps in built
+    )
+    plain = make_dp_lora_client(
+        lora_model(TASK, 4, 0),
+        "fedsvd",
+        sigma=0.5,
+        max_grad_norm=1.0,
+        lr=0.5,
+        steps=3,
+        batch_size=32,
+    )
+    res0 = InProcessRunner(2, None, 0).run(
+        dict(lora_state(lora_model(TASK, 4, 0))), plain, FedSVDAggregator(), data
+    )
+    key = f"{KEY}.lora_B.weight"
+    assert not torch.allclose(res.final_state[key], res0.final_state[key], atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "exc", "match"),
+    [
+        ("rmsprop", ValueError, r"optimizer must be one of \['sgd', 'adam', 'adamw'\]"),
+        ("SGD", ValueError, "optimizer must be one of"),
+        (0.5, TypeError, "optimizer must be one of .* or a callable"),
+        (lambda ps: None, TypeError, "must return a torch.optim.Optimizer"),
+    ],
+)
+def test_dp_optimizer_bad_values(optimizer, exc, match):
+    model = lora_model(TASK, 4, 0)
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with pytest.raises(exc, match=match):
+        _one_dp_step(model, trainable_names(model, "B"), start, optimizer)
+    if not callable(optimizer):
+        with pytest.raises(exc, match=match):
+            make_dp_lora_client(
+                model,
+                "fedsvd",
+                sigma=1,
+                max_grad_norm=1,
+                lr=1,
+                steps=1,
+                batch_size=1,
+                optimizer=optimizer,
+            )
+        from eff_llm.reproduce.fedsvd import FedSVDRunConfig
+
+        with pytest.raises(exc, match=match):
+            FedSVDRunConfig(optimizer=optimizer)
+
+
 def test_client_trains_on_the_broadcast_a():
     # FedSVD's clients must receive the re-factorised A (and B), not keep their initial A.
     model = lora_model(TASK, 4, 0)

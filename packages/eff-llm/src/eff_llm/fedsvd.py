@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -250,6 +250,39 @@ def per_sample_clipped_grad_sum(
     return {k: torch.einsum("i,i...->...", factor, g) for k, g in grads.items()}, norms
 
 
+#: Optimizers by name for the DP-SGD client (each consumes the privatised gradient).
+_OPTIMIZERS = ("sgd", "adam", "adamw")
+
+_OptimizerSpec = Literal["sgd", "adam", "adamw"] | Callable[[list[Tensor]], torch.optim.Optimizer]
+
+
+def _check_optimizer(optimizer: Any) -> None:
+    if isinstance(optimizer, str):
+        if optimizer not in _OPTIMIZERS:
+            raise ValueError(
+                f"optimizer must be one of {list(_OPTIMIZERS)} or a factory "
+                f"params -> torch.optim.Optimizer, got {optimizer!r}"
+            )
+    elif not callable(optimizer):
+        raise TypeError(
+            f"optimizer must be one of {list(_OPTIMIZERS)} or a callable "
+            f"params -> torch.optim.Optimizer, got {type(optimizer).__name__}"
+        )
+
+
+def _make_optimizer(optimizer: Any, params: list[Tensor], lr: float) -> torch.optim.Optimizer:
+    if optimizer == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=lr)
+    opt = optimizer(params)
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise TypeError(
+            f"the optimizer factory must return a torch.optim.Optimizer, got {type(opt).__name__}"
+        )
+    return opt
+
+
 def dp_sgd_local_train(
     model: nn.Module,
     trainable: Sequence[str],
@@ -261,22 +294,36 @@ def dp_sgd_local_train(
     steps: int,
     batch_size: int,
     generator: torch.Generator,
+    optimizer: _OptimizerSpec = "sgd",
 ) -> dict[str, Tensor]:
     """``steps`` DP-SGD steps (Abadi et al. 2016) on the ``trainable`` parameters; returns their deltas.
 
     Each step Poisson-samples the client's data at rate q = batch_size / n (the sampling the
     accountant assumes), clips per-sample gradients to ``max_grad_norm``, adds N(0, σ²C²) to the
     sum — only to the trainable tensors — and divides by the expected batch size.
+
+    ``optimizer`` consumes that privatised gradient (post-processing: the DP guarantee is
+    unchanged): ``"sgd"`` (default, plain SGD θ ← θ − lr·g, the official code's RoBERTa setting),
+    ``"adam"`` or ``"adamw"`` (``torch.optim`` defaults at ``lr``; the official code's setting for
+    the other models), or a factory ``params -> torch.optim.Optimizer`` called once per call — the
+    fresh optimizer of every local round — on the trainable tensors (it sets its own learning rate;
+    ``lr`` is then unused). The optimizer never sees a raw gradient.
     """
     if not max_grad_norm > 0:
         raise ValueError(f"max_grad_norm must be > 0, got {max_grad_norm!r}")
     if sigma < 0 or not math.isfinite(sigma):
         raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
+    _check_optimizer(optimizer)
     x, y = data
     n = x.shape[0]
     q = min(1.0, batch_size / n)
     params = dict(model.named_parameters())
     start = {k: params[k].detach().clone() for k in trainable}
+    opt = (
+        None
+        if optimizer == "sgd"
+        else _make_optimizer(optimizer, [params[k] for k in trainable], lr)
+    )
     for _ in range(steps):
         mask = torch.rand(n, generator=generator) < q
         idx = torch.nonzero(mask).squeeze(-1)
@@ -287,7 +334,15 @@ def dp_sgd_local_train(
         with torch.no_grad():
             for k in trainable:
                 noise = torch.randn(start[k].shape, generator=generator) * (sigma * max_grad_norm)
-                params[k].sub_(lr * (sums[k] + noise.to(sums[k])) / (q * n))
+                if opt is None:  # plain SGD, written out (the default's exact arithmetic)
+                    params[k].sub_(lr * (sums[k] + noise.to(sums[k])) / (q * n))
+                else:
+                    params[k].grad = (sums[k] + noise.to(sums[k])) / (q * n)
+        if opt is not None:
+            opt.step()
+    if opt is not None:
+        for k in trainable:
+            params[k].grad = None
     return {k: (params[k].detach() - start[k]) for k in trainable}
 
 
@@ -305,11 +360,17 @@ def make_dp_lora_client(
     lr: float,
     steps: int,
     batch_size: int,
+    optimizer: _OptimizerSpec = "sgd",
 ):
     """Client update: load the global LoRA state, run DP-SGD on B (FedSVD, FFA-LoRA) or on A and B
-    (FedAvg-LoRA), and send the deltas of the trained tensors only."""
+    (FedAvg-LoRA), and send the deltas of the trained tensors only.
+
+    ``optimizer``: ``"sgd"`` (default), ``"adam"``, ``"adamw"`` or a factory
+    ``params -> torch.optim.Optimizer``, built afresh in every round on the privatised gradient
+    (see :func:`dp_sgd_local_train`)."""
     if mode not in ("fedsvd", "ffa", "fedavg"):
         raise ValueError(f"mode must be one of ['fedsvd', 'ffa', 'fedavg'], got {mode!r}")
+    _check_optimizer(optimizer)
     which = "AB" if mode == "fedavg" else "B"
     trainable = [n for n, _ in model.named_parameters() if any(f"lora_{w}" in n for w in which)]
 
@@ -328,6 +389,7 @@ def make_dp_lora_client(
             steps=steps,
             batch_size=batch_size,
             generator=gen,
+            optimizer=optimizer,
         )
         return {param_to_state_key(k): v for k, v in deltas.items()}, int(data[0].shape[0]), {}
 
