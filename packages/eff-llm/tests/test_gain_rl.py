@@ -260,6 +260,64 @@ def test_trainer_integration_uses_the_sampler_and_updates_mu(tmp_path):
     assert sampler.mu == pytest.approx(2 * math.tanh(2 * 0.2) + 2 * math.tanh(0.8))
 
 
+def _drop_timing(arm: dict) -> dict:
+    return {k: v for k, v in arm.items() if k != "seconds"}
+
+
+@pytest.mark.slow
+def test_end_to_end_takes_a_custom_ordering():
+    from eff_llm.reproduce.gain_rl import GainRLReproConfig, end_to_end, make_task
+
+    cfg = GainRLReproConfig(variants=1, sft_steps=20, steps=10, subset_size=64, eval_every=5)
+    n = len(make_task(cfg, 0)["prompts"])
+    default = end_to_end(cfg, 0, ("gainrl",))["gainrl"]
+    seen = {}
+
+    def reverse_angle(policy, task, signal):  # the anti-curriculum: lowest concentration first
+        seen.update(policy=policy, task=task, signal=signal)
+        policy.zero_grad()
+        return -signal
+
+    rev = end_to_end(cfg, 0, ("gainrl",), ordering=reverse_angle)["gainrl"]
+    assert isinstance(seen["policy"], torch.nn.Module) and seen["signal"].shape == (n,)
+    assert torch.equal(seen["task"]["prompts"], make_task(cfg, 0)["prompts"])
+    assert _drop_timing(rev) != _drop_timing(default)
+    # GAIN-RL's own order given explicitly, as a permutation and as scores: the default run
+    perm = angle_order(seen["signal"])
+    assert _drop_timing(end_to_end(cfg, 0, ("gainrl",), ordering=perm)["gainrl"]) == _drop_timing(
+        default
+    )
+    scores = seen["signal"].numpy()
+    assert _drop_timing(end_to_end(cfg, 0, ("gainrl",), ordering=scores)["gainrl"]) == _drop_timing(
+        default
+    )
+
+
+def test_resolve_ordering_and_its_errors():
+    from eff_llm.reproduce.gain_rl import GainRLReproConfig, end_to_end, resolve_ordering
+
+    assert resolve_ordering([2, 0, 1], 3).tolist() == [2, 0, 1]
+    assert resolve_ordering(np.array([2, 0, 1]), 3).tolist() == [2, 0, 1]
+    assert resolve_ordering([0.1, 0.9, 0.5, 0.9], 4).tolist() == [1, 3, 2, 0]  # ties by index
+    for bad, exc, match in [
+        ([0, 1], ValueError, "length 3"),
+        ([[0, 1, 2]], ValueError, "1-D"),
+        ([0, 0, 1], ValueError, "permutation of range"),
+        ([0, 1, 3], ValueError, "permutation of range"),
+        ([0.1, float("nan"), 0.2], ValueError, "finite"),
+        ([True, False, True], TypeError, "integers .* or floats"),
+        ("abc", TypeError, "ordering must be None, a permutation"),
+        (3, TypeError, "ordering must be None, a permutation"),
+    ]:
+        with pytest.raises(exc, match=match):
+            resolve_ordering(bad, 3)
+    cfg = GainRLReproConfig(variants=1)
+    with pytest.raises(ValueError, match="length 256"):  # checked before the warm-up
+        end_to_end(cfg, 0, ordering=list(range(10)))
+    with pytest.raises(ValueError, match="length 256"):  # a callable's result is checked too
+        end_to_end(GainRLReproConfig(variants=1, sft_steps=1), 0, ordering=lambda p, t, s: s[:5])
+
+
 @pytest.mark.slow
 def test_quick_reproduction_claims():
     """Every mechanism check holds; the end-to-end claims are xfail paper claims (claims.md): the

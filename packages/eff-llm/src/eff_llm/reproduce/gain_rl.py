@@ -53,7 +53,9 @@ from __future__ import annotations
 import copy
 import itertools
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -75,7 +77,15 @@ from ..gain_rl import (
     grpo_train,
 )
 
-__all__ = ["GainRLReproConfig", "end_to_end", "gainrl_sampler", "make_task", "run", "warm_policy"]
+__all__ = [
+    "GainRLReproConfig",
+    "end_to_end",
+    "gainrl_sampler",
+    "make_task",
+    "resolve_ordering",
+    "run",
+    "warm_policy",
+]
 
 _DISTRACTORS = 19
 
@@ -244,17 +254,91 @@ def gainrl_sampler(
     )
 
 
+#: A custom ordering: a permutation (integers), a score per prompt (floats), or a callable
+#: ``(warm_policy, task, signal) -> permutation | scores``.
+_Ordering = (
+    torch.Tensor
+    | np.ndarray
+    | Sequence[int]
+    | Sequence[float]
+    | Callable[[torch.nn.Module, dict, torch.Tensor], Any]
+)
+
+
+def resolve_ordering(ordering: Any, n: int) -> torch.Tensor:
+    """The rank order (rank 0 first) that ``ordering`` gives ``n`` prompts.
+
+    An integer array (tensor, numpy array or list) must be a permutation of ``range(n)`` and is
+    taken as it is; a floating array is a score per prompt, sorted descending with ties by index
+    (as :func:`~eff_llm.gain_rl.angle_order` sorts the angle signal). Raises ``ValueError`` on a
+    wrong length or shape, a repeated or out-of-range index or a non-finite score, and
+    ``TypeError`` on any other type (bools included).
+    """
+    if isinstance(ordering, torch.Tensor | np.ndarray | list | tuple):
+        t = torch.as_tensor(
+            np.asarray(ordering) if isinstance(ordering, list | tuple) else ordering
+        )
+    else:
+        raise TypeError(
+            "ordering must be None, a permutation of the prompt indices (integers), a score "
+            "per prompt (floats), or a callable (policy, task, signal) -> one of those; "
+            f"got {type(ordering).__name__}"
+        )
+    if t.ndim != 1 or len(t) != n:
+        raise ValueError(
+            f"ordering must be 1-D of length {n} (one per prompt), got {tuple(t.shape)}"
+        )
+    if t.dtype == torch.bool or t.is_complex():
+        raise TypeError(
+            f"ordering must hold integers (a permutation) or floats (scores), got {t.dtype}"
+        )
+    if t.is_floating_point():
+        if not torch.isfinite(t).all():
+            raise ValueError("ordering scores must be finite")
+        return angle_order(t)
+    t = t.long()
+    if not torch.equal(torch.sort(t).values, torch.arange(n)):
+        raise ValueError(
+            f"an integer ordering must be a permutation of range({n}) (each prompt index once)"
+        )
+    return t
+
+
 def end_to_end(
-    cfg: GainRLReproConfig, seed: int, samplers: tuple[str, ...] = ("uniform", "gainrl")
+    cfg: GainRLReproConfig,
+    seed: int,
+    samplers: tuple[str, ...] = ("uniform", "gainrl"),
+    *,
+    ordering: _Ordering | None = None,
 ) -> dict:
-    """Warm the policy, order the prompts by angle, then GRPO with each of ``samplers``."""
+    """Warm the policy, order the prompts by angle, then GRPO with each of ``samplers``.
+
+    ``ordering`` replaces the order that the ``"gainrl"`` arm's moving Gaussian walks (rank 0 first;
+    μ starts there): ``None`` (default) is GAIN-RL's, the warmed policy's angle concentration
+    descending; otherwise a permutation of the prompt indices, a score per prompt (sorted
+    descending) or a callable ``(warm_policy, task, signal) -> permutation | scores`` (``task`` as
+    :func:`make_task` returns it, ``signal`` the angle concentration per prompt) — e.g. a
+    difficulty curriculum by the warm policy's loss (see :func:`resolve_ordering`). The uniform arm
+    and the premise diagnostic do not depend on it.
+    """
+    for name in samplers:
+        check_choice("samplers", name, ["uniform", "gainrl"])
     task = make_task(cfg, seed)
+    n = len(task["prompts"])
+    if ordering is not None and not callable(ordering):
+        fixed = resolve_ordering(ordering, n)  # fail before the warm-up
     t0 = time.perf_counter()
     warm = warm_policy(cfg, task, seed)
-    n = len(task["prompts"])
     loader = [task["prompts"][i : i + 256] for i in range(0, n, 256)]
     signal = collect_angle_signal(warm, loader)
-    order = angle_order(signal)
+    if ordering is None:
+        order = angle_order(signal)
+    elif callable(ordering):
+        # on a copy: whatever the callable does to the policy (forwards, gradients) leaves both
+        # arms' starting point alone
+        order = resolve_ordering(ordering(copy.deepcopy(warm), task, signal.clone()), n)
+    else:
+        order = fixed
     out = {"warm_s": time.perf_counter() - t0}
     from ..gain_rl import greedy_accuracy
 
@@ -262,7 +346,6 @@ def end_to_end(
     with torch.no_grad():
         warm_hit = warm(input_ids=task["prompts"]).logits[:, -1].argmax(-1) == task["answers"]
     for name in samplers:
-        check_choice("samplers", name, ["uniform", "gainrl"])
         policy = copy.deepcopy(warm)
         ref = copy.deepcopy(warm).eval().requires_grad_(False) if cfg.kl_beta > 0 else None
         if name == "uniform":
