@@ -81,7 +81,12 @@ def test_solve_bad_input(kuhn, call, exc, match):
 @pytest.mark.parametrize(
     "args,kw,exc,match",
     [
-        (("chess",), {}, ValueError, r"name must be one of \['kuhn_poker', 'leduc_poker'\]"),
+        (
+            ("chess",),
+            {},
+            ValueError,
+            r"name must be one of \['kuhn_poker', 'leduc_poker', 'liars_dice'\]",
+        ),
         (("kuhn_poker",), {"players": 3}, ValueError, "players must be 2"),
         (("leduc_poker",), {"foo": 1}, ValueError, r"unknown parameter.*allowed"),
         (("leduc_poker",), {"suit_isomorphism": 1}, TypeError, "suit_isomorphism"),

@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from eff_games import kernels
 from eff_games.efg import EFG
 from eff_games.policy import TabularPolicy
 
@@ -64,20 +65,28 @@ def _check_real(
 
 
 class Solver:
-    """Shared machinery: the game, the iteration counter, behavioural iterates, policies."""
+    """Shared machinery: the game, the iteration counter, behavioural iterates, policies.
+
+    ``backend`` picks the implementation of an iteration: ``"numba"`` (compiled kernels,
+    :mod:`eff_games.kernels`; the default) or ``"numpy"`` (the vectorised reference); both give
+    the same iterates (bit for bit where every infoset has ≤ 8 actions, to rounding otherwise).
+    """
 
     #: the algorithm's name in :func:`eff_games.solve.solve` and the CLI
     name: ClassVar[str] = ""
     #: whether the solver keeps an average strategy
     has_average: ClassVar[bool] = True
 
-    def __init__(self, game: EFG) -> None:
+    def __init__(self, game: EFG, *, backend: str | None = None) -> None:
         if not isinstance(game, EFG):
             raise TypeError(f"game must be an eff_games EFG, got {type(game).__name__}")
         self.game = game
+        self.backend = kernels.check_backend(backend)
         self.iteration = 0
         self._tp = game.treeplexes
         self._beh = [tp.uniform() for tp in self._tp]
+        # the compiled path's buffer, which the state lists view once bound (at the first step)
+        self._buf: kernels.Buffer | None = None
 
     def evaluate_and_update_policy(self) -> None:
         """One iteration (both players)."""
@@ -89,10 +98,33 @@ class Solver:
             raise TypeError(f"n must be an int, got {type(n).__name__}")
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
+        if self.backend == "numba":
+            self._bind()
+            self._steps_compiled(self.iteration + 1, n)
+            self.iteration += n
+            return self
         for _ in range(n):
             self.iteration += 1
             self._iterate(self.iteration)
         return self
+
+    # The compiled path (:mod:`eff_games.kernels`): the state lists named in ``_compiled_state``
+    # become views of one buffer (``_bind``; again whenever one of them was replaced, e.g. by
+    # ``load_state_dict``), and ``_steps_compiled`` runs iterations t0, ..., t0 + n − 1 in one call.
+    _regions: ClassVar[tuple[str, ...]] = ()
+    _compiled_state: ClassVar[tuple[str, ...]] = ()
+
+    def _bind(self) -> kernels.Buffer:
+        buf = self._buf
+        if buf is None or not buf.binds(self, self._compiled_state):
+            buf = kernels.Buffer(self.game, self._regions)
+            for name in self._compiled_state:
+                setattr(self, "_" + name, buf.bind(getattr(self, "_" + name), name))
+            self._buf = buf
+        return buf
+
+    def _steps_compiled(self, t0: int, n: int) -> None:
+        raise NotImplementedError
 
     def current_policy(self) -> TabularPolicy:
         """The current iterate σ^{T+1} after T iterations."""
@@ -109,7 +141,9 @@ class Solver:
         )
 
     # Attributes that define the solver rather than its progress: rebuilt from (game, config).
-    _NOT_STATE: ClassVar[frozenset[str]] = frozenset({"game", "config", "_tp", "_one_minus_alpha"})
+    _NOT_STATE: ClassVar[frozenset[str]] = frozenset(
+        {"game", "config", "backend", "_tp", "_buf", "_one_minus_alpha"}
+    )
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a solve has accumulated (iteration, iterates, regrets, averages, reference,
@@ -181,9 +215,9 @@ class Solver:
         return path
 
     @classmethod
-    def load(cls, path: str | Path, game: EFG) -> Solver:
+    def load(cls, path: str | Path, game: EFG, *, backend: str | None = None) -> Solver:
         """A solver saved with :meth:`save`, rebuilt on ``game`` (the same game it was saved
-        from: name and sizes are checked) and ready to continue with ``step``."""
+        from: name and sizes are checked) and ready to continue with ``step`` on ``backend``."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"solver file {path} does not exist")
@@ -204,7 +238,7 @@ class Solver:
                 f"{path} was saved on game {meta['game']!r} (sequence sizes {meta['sizes']}), "
                 f"not on {game.name!r}"
             )
-        solver = solver_cls(game, **meta["config"])
+        solver = solver_cls(game, **meta["config"], backend=backend)
         state: dict[str, Any] = {}
         for key, value in meta["scalars"].items():
             if isinstance(value, dict) and "list" in value:
@@ -222,6 +256,9 @@ class Solver:
         return self._tp[p].cf_values(self.game.gradient(p, x_q), beh_p)
 
 
+_NO_DISCOUNTS = (np.zeros(0), np.zeros(0), np.zeros(0))
+
+
 def _all_subclasses(cls: type) -> list[type]:
     out = []
     for sub in cls.__subclasses__():
@@ -232,8 +269,13 @@ def _all_subclasses(cls: type) -> list[type]:
 class _AveragingSolver(Solver):
     """Alternating regret-based solvers with a sequence-form average."""
 
-    def __init__(self, game: EFG) -> None:
-        super().__init__(game)
+    #: the update rule's id in the compiled kernel (:func:`eff_games.kernels.averaging_pass`)
+    _rule: ClassVar[int] = kernels.CFR
+    _regions = kernels.AVERAGING_REGIONS
+    _compiled_state = ("beh", "regret", "avg")
+
+    def __init__(self, game: EFG, *, backend: str | None = None) -> None:
+        super().__init__(game, backend=backend)
         self._regret = [np.zeros(tp.size) for tp in self._tp]
         self._avg = [np.zeros(tp.size) for tp in self._tp]
 
@@ -247,6 +289,18 @@ class _AveragingSolver(Solver):
             self._beh[p] = self._update(p, inst, t)
             if p == 0:
                 x[0] = tp.seq_form(self._beh[0])
+
+    def _discounts(self, t0: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """DCFR's (average scale, positive-, negative-regret scale) of iterations t0 .. t0+n−1."""
+        return _NO_DISCOUNTS
+
+    def _steps_compiled(self, t0: int, n: int) -> None:
+        assert self._buf is not None
+        scales, pos, neg = self._discounts(t0, n)
+        kernels.averaging_steps(
+            *kernels.packed(self.game), self._buf.data, self._buf.offsets, self._rule, t0, n,
+            scales, pos, neg,
+        )  # fmt: skip
 
     def _accumulate_average(self, p: int, x_p: np.ndarray, t: int) -> None:
         self._avg[p] += x_p
@@ -262,6 +316,7 @@ class CFRSolver(_AveragingSolver):
     """
 
     name = "cfr"
+    _rule = kernels.CFR
 
     def _update(self, p: int, inst: np.ndarray, t: int) -> np.ndarray:
         self._regret[p] += inst
@@ -275,6 +330,7 @@ class CFRPlusSolver(_AveragingSolver):
     """
 
     name = "cfr+"
+    _rule = kernels.CFR_PLUS
 
     def _accumulate_average(self, p: int, x_p: np.ndarray, t: int) -> None:
         self._avg[p] += t * x_p
@@ -291,6 +347,7 @@ class PCFRPlusSolver(CFRPlusSolver):
     R ← max(R + r, 0) and the prediction is the last instantaneous regret r; linear averaging."""
 
     name = "pcfr+"
+    _rule = kernels.PCFR_PLUS
 
     def _update(self, p: int, inst: np.ndarray, t: int) -> np.ndarray:
         R = self._regret[p]
@@ -317,12 +374,32 @@ class DCFRSolver(_AveragingSolver):
     """Discounted CFR (Brown & Sandholm, AAAI 2019), alternating updates, as LiteEFG's ``DCFR.py``."""
 
     name = "dcfr"
+    _rule = kernels.DCFR
 
     def __init__(
-        self, game: EFG, *, alpha: float = 1.5, beta: float = 0.0, gamma: float = 2.0
+        self,
+        game: EFG,
+        *,
+        alpha: float = 1.5,
+        beta: float = 0.0,
+        gamma: float = 2.0,
+        backend: str | None = None,
     ) -> None:
         self.config = DCFRConfig(alpha, beta, gamma)
-        super().__init__(game)
+        super().__init__(game, backend=backend)
+
+    def _discounts(self, t0: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # the same Python float arithmetic as _accumulate_average and _update
+        c = self.config
+        ts = range(t0, t0 + n)
+        scales = np.array([((t - 1) / t) ** c.gamma for t in ts])
+        pos = np.array(
+            [(t - 1.0) ** c.alpha / ((t - 1.0) ** c.alpha + 1.0) if t > 1 else 1.0 for t in ts]
+        )
+        neg = np.array(
+            [(t - 1.0) ** c.beta / ((t - 1.0) ** c.beta + 1.0) if t > 1 else 1.0 for t in ts]
+        )
+        return scales, pos, neg
 
     def _accumulate_average(self, p: int, x_p: np.ndarray, t: int) -> None:
         self._avg[p] *= ((t - 1) / t) ** self.config.gamma
@@ -368,9 +445,14 @@ class MMDSolver(Solver):
 
     name = "mmd"
 
-    def __init__(self, game: EFG, *, eta: float = 0.1, tau: float = 0.01) -> None:
+    def __init__(
+        self, game: EFG, *, eta: float = 0.1, tau: float = 0.01, backend: str | None = None
+    ) -> None:
         self.config = MMDConfig(eta, tau)
-        super().__init__(game)
+        # MMD's closed-form prox (softmax/logsumexp per infoset) has no compiled kernel yet:
+        # ``backend`` is validated and the numpy path runs
+        kernels.check_backend(backend)
+        super().__init__(game, backend="numpy")
         # Σ_{k=0}^{T} x^k including the uniform start, as OpenSpiel's ``get_avg_policies``
         self._avg = [tp.seq_form(b) for tp, b in zip(self._tp, self._beh, strict=True)]
 

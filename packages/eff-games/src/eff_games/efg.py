@@ -98,10 +98,46 @@ class Treeplex:
         actions: Sequence[Sequence[int]],
         depth: np.ndarray,
     ) -> None:
+        nact = np.array([len(a) for a in actions], dtype=np.int64)
+        flat_actions = (
+            np.concatenate([np.asarray(a, dtype=np.int64) for a in actions])
+            if int(nact.sum())
+            else np.zeros(0, dtype=np.int64)
+        )
+        self._setup(player, names, parent_seq, nact, flat_actions, depth)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        player: int,
+        names: Sequence[str],
+        parent_seq: np.ndarray,
+        nact: np.ndarray,
+        seq_action: np.ndarray,
+        depth: np.ndarray,
+    ) -> Treeplex:
+        """A treeplex from flat arrays: ``nact[I]`` actions per infoset and their action ids
+        ``seq_action`` concatenated in infoset order (what a vectorised game builder produces)."""
+        nact = np.asarray(nact, dtype=np.int64)
+        seq_action = np.asarray(seq_action, dtype=np.int64)
+        if nact.shape != (len(names),) or seq_action.shape != (int(nact.sum()),):
+            raise ValueError("nact must have one entry per infoset and seq_action sum(nact)")
+        tp = cls.__new__(cls)
+        tp._setup(player, names, parent_seq, nact, seq_action, depth)
+        return tp
+
+    def _setup(
+        self,
+        player: int,
+        names: Sequence[str],
+        parent_seq: np.ndarray,
+        nact: np.ndarray,
+        flat_actions: np.ndarray,
+        depth: np.ndarray,
+    ) -> None:
         self.player = player
         self.infoset_names: tuple[str, ...] = tuple(names)
         self.n_infosets = len(self.infoset_names)
-        nact = np.array([len(a) for a in actions], dtype=np.int64)
         start = np.ones(self.n_infosets, dtype=np.int64)
         if self.n_infosets:
             start[1:] += np.cumsum(nact)[:-1]
@@ -119,8 +155,7 @@ class Treeplex:
         seq_parent[1:] = self.parent_seq[seq_infoset[1:]]
         self.seq_parent = _frozen(seq_parent)
         seq_action = np.full(self.size, -1, dtype=np.int64)
-        if self.n_sequences:
-            seq_action[1:] = np.concatenate([np.asarray(a, dtype=np.int64) for a in actions])
+        seq_action[1:] = flat_actions
         self.seq_action = _frozen(seq_action)
         self.max_actions = int(nact.max()) if self.n_infosets else 0
         # Offsets of each infoset inside the sequence vector without ∅ (for whole-vector reduceat).
@@ -281,13 +316,7 @@ class EFG:
         A.sum_duplicates()
         self._A = A
         self._At = A.T.tocsr()
-        coo = A.tocoo()
-        #: coalesced COO triplet (rows = sequences of player 0, cols = of player 1, values)
-        self.payoff = (
-            _frozen(coo.row.astype(np.int64)),
-            _frozen(coo.col.astype(np.int64)),
-            _frozen(coo.data.astype(float)),
-        )
+        self._payoff: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.num_decision_nodes = counts["decision_nodes"]
         self.num_chance_nodes = counts["chance_nodes"]
         self.num_terminals = counts["terminals"]
@@ -296,6 +325,29 @@ class EFG:
         #: the pyspiel game this was built from (``from_openspiel``), else ``None``
         self.source = source
         self._value: float | None = None
+
+    @property
+    def payoff(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The coalesced COO triplet (rows = sequences of player 0, cols = of player 1, values)
+        of A (made on first use: a large game keeps only the CSR forms)."""
+        if self._payoff is None:
+            coo = self._A.tocoo()
+            self._payoff = (
+                _frozen(coo.row.astype(np.int64)),
+                _frozen(coo.col.astype(np.int64)),
+                _frozen(coo.data.astype(float)),
+            )
+        return self._payoff
+
+    def nbytes(self) -> int:
+        """Bytes held by the game's arrays: both treeplexes and the CSR forms of A and Aᵀ
+        (infoset names and the name index not counted)."""
+        total = sum(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in (self._A, self._At))
+        for tp in self.treeplexes:
+            total += sum(a.nbytes for a in vars(tp).values() if isinstance(a, np.ndarray))
+            for lvl in tp.levels:
+                total += sum(a.nbytes for a in vars(lvl).values() if isinstance(a, np.ndarray))
+        return int(total)
 
     # ---- sizes and gradients ------------------------------------------------------------------
 
@@ -308,7 +360,7 @@ class EFG:
             "chance_nodes": self.num_chance_nodes,
             "terminals": self.num_terminals,
             "histories": self.num_histories,
-            "payoff_nonzeros": int(self.payoff[2].size),
+            "payoff_nonzeros": int(self._A.nnz),
             "levels": [len(t.levels) for t in self.treeplexes],
         }
 

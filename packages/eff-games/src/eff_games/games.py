@@ -1,4 +1,4 @@
-"""Games: pure-Python Kuhn and Leduc poker with OpenSpiel's rules, and any OpenSpiel game.
+"""Games: Kuhn and Leduc poker and Liar's Dice with OpenSpiel's rules, and any OpenSpiel game.
 
 ``kuhn_poker`` (Kuhn 1950) and ``leduc_poker`` (Southey et al. 2005) follow OpenSpiel's
 ``games/kuhn_poker/kuhn_poker.cc`` and ``games/leduc_poker/leduc_poker.cc`` exactly: the same chance
@@ -21,6 +21,8 @@ from functools import lru_cache
 from typing import Any
 
 from eff_games.efg import EFG, build_efg
+from eff_games.liars_dice import check_params as _check_liars_dice
+from eff_games.liars_dice import liars_dice
 
 __all__ = [
     "GAMES",
@@ -328,14 +330,21 @@ def _leduc_root(
     return LeducState(suit_isomorphism, starting_player)
 
 
-#: built-in games: name → (root-state factory, default parameters)
+#: built-in games: name → (factory, default parameters); a factory returns a root state (walked by
+#: ``build_efg``) or, for games enumerated without a tree walk, the :class:`EFG` itself
 GAMES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
     "kuhn_poker": (_kuhn_root, {"players": 2}),
     "leduc_poker": (
         _leduc_root,
         {"players": 2, "suit_isomorphism": False, "starting_player": 0},
     ),
+    "liars_dice": (
+        liars_dice,
+        {"players": 2, "numdice": 1, "dice_sides": 6, "bidding_rule": "reset-face"},
+    ),
 }
+# parameter checks of the factories that build the whole game (calling them would build it)
+_VALIDATE: dict[str, Callable[..., Any]] = {"liars_dice": _check_liars_dice}
 
 _NAME_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*$")
 
@@ -375,16 +384,20 @@ def _game_string(name: str, params: dict[str, Any], defaults: dict[str, Any]) ->
 def _build(name: str, frozen_params: tuple[tuple[str, Any], ...]) -> EFG:
     factory, defaults = GAMES[name]
     params = dict(frozen_params)
-    return build_efg(factory(**params), name=_game_string(name, params, defaults))
+    built = factory(**params)
+    if isinstance(built, EFG):
+        return built
+    return build_efg(built, name=_game_string(name, params, defaults))
 
 
 def load_game(name: str, **params: Any) -> EFG:
     """A built-in game as an :class:`EFG` (built once per parameter set, then cached; read-only).
 
-    ``name`` is ``"kuhn_poker"`` or ``"leduc_poker"``, optionally in OpenSpiel's
+    ``name`` is ``"kuhn_poker"``, ``"leduc_poker"`` or ``"liars_dice"``, optionally in OpenSpiel's
     ``"name(param=value,...)"`` form; ``params`` are OpenSpiel's parameters (``players`` must be
-    2; Leduc also takes ``suit_isomorphism`` and ``starting_player``). Other OpenSpiel games:
-    :func:`from_openspiel`.
+    2; Leduc also takes ``suit_isomorphism`` and ``starting_player``; Liar's Dice ``dice_sides``
+    in 2..10 with one die each, built without a tree walk: :mod:`eff_games.liars_dice`). Other
+    OpenSpiel games: :func:`from_openspiel`.
     """
     base, parsed = parse_game_string(name)
     if base not in GAMES:
@@ -399,7 +412,8 @@ def load_game(name: str, **params: Any) -> EFG:
             f"unknown parameter(s) {unknown} for {base!r}; allowed: {sorted(defaults)}"
         )
     full = {**defaults, **parsed}
-    GAMES[base][0](**full)  # validate the parameters before the cache sees them (True == 1)
+    # validate the parameters before the cache sees them (True == 1)
+    _VALIDATE.get(base, GAMES[base][0])(**full)
     # the cache key holds every parameter, so equal games are one object
     return _build(base, tuple(sorted(full.items())))
 

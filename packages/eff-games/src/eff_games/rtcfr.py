@@ -34,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from eff_games import kernels
 from eff_games.cfr import Solver, _check_real
 from eff_games.efg import EFG
 from eff_games.policy import TabularPolicy
@@ -83,6 +84,8 @@ class RTCFRPlus(Solver):
 
     name = "rtcfr+"
     has_average = False
+    _regions = kernels.RTCFR_REGIONS
+    _compiled_state = ("sigma", "regret", "beh", "ref_beh", "ref", "one_minus_alpha")
 
     def __init__(
         self,
@@ -93,9 +96,10 @@ class RTCFRPlus(Solver):
         ref_update_interval: int = 100,
         inner: Literal["cfr+", "pcfr+"] = "cfr+",
         alternating: bool = True,
+        backend: str | None = None,
     ) -> None:
         self.config = RTCFRConfig(mu, gamma, ref_update_interval, inner, alternating)
-        super().__init__(game)
+        super().__init__(game, backend=backend)
         max_a = max(tp.max_actions for tp in self._tp)
         if self.config.gamma * max_a >= 1.0:
             raise ValueError(
@@ -160,3 +164,11 @@ class RTCFRPlus(Solver):
                 new.append(beh)
         if not self.config.alternating:
             self._beh = new
+
+    def _steps_compiled(self, t0: int, n: int) -> None:
+        assert self._buf is not None
+        c = self.config
+        self.gamma = kernels.rtcfr_steps(
+            *kernels.packed(self.game), self._buf.data, self._buf.offsets, t0, n, float(c.mu),
+            c.ref_update_interval, c.inner == "pcfr+", c.alternating, float(self.gamma),
+        )  # fmt: skip
