@@ -5,7 +5,14 @@ import torch
 from torch import nn
 
 from eff_llm._adapters import find_target_modules
-from eff_llm._data import MINUS, PLUS, SEP, arithmetic_table, arithmetic_vocab, clustered_regression
+from eff_llm._data import (
+    MINUS,
+    PLUS,
+    SEP,
+    arithmetic_table,
+    arithmetic_vocab,
+    hierarchical_regression,
+)
 from eff_llm._models import last_token_accuracy, tiny_llama, tiny_qwen2, train_last_token
 
 
@@ -52,22 +59,27 @@ def test_training_is_deterministic_and_learns():
         train_last_token(model.requires_grad_(False), ids, labels, steps=1, lr=1e-3)
 
 
-def test_clustered_regression_scales():
-    base = clustered_regression(seed=1)
-    t = clustered_regression(seed=1, centre_scale=2.0, delta_norm="per_direction", delta_scale=0.5)
-    assert torch.allclose(t.centers_g, 2 * base.centers_g)
-    assert torch.allclose(t.centers_j, 2 * base.centers_j)
+def test_hierarchical_regression_scales():
+    base = hierarchical_regression(seed=1)
+    t = hierarchical_regression(
+        seed=1, centre_scale=2.0, delta_norm="per_direction", delta_scale=0.5
+    )
+    for c, c0 in zip(t.centres, base.centres, strict=True):
+        assert torch.allclose(c, 2 * c0)
     assert torch.equal(t.w0, base.w0)
     # frobenius: U Vᵀ / √(k·D); per_direction: U Vᵀ / D -> ratio 0.5 · √(k·D) / D
-    for delta, d0, k in ((t.delta_g, base.delta_g, 2), (t.delta_gj, base.delta_gj, 1)):
+    for delta, d0, k in (
+        (t.level_deltas[0], base.level_deltas[0], 2),
+        (t.path_deltas[0], base.path_deltas[0], 1),
+    ):
         assert torch.allclose(delta, d0 * 0.5 * (k * 32) ** 0.5 / 32, atol=1e-6)
         assert int(torch.linalg.matrix_rank(delta.reshape(-1, 32, 32)[0])) == k
     with pytest.raises(ValueError):
-        clustered_regression(delta_norm="spectral")  # type: ignore[arg-type]
+        hierarchical_regression(delta_norm="spectral")  # type: ignore[arg-type]
 
 
-def test_clustered_regression_is_seeded():
-    t1, t2 = clustered_regression(seed=3), clustered_regression(seed=3)
+def test_hierarchical_regression_is_seeded():
+    t1, t2 = hierarchical_regression(seed=3), hierarchical_regression(seed=3)
     x1, y1 = t1.sample(10, torch.Generator().manual_seed(0))
     x2, y2 = t2.sample(10, torch.Generator().manual_seed(0))
     assert torch.equal(x1, x2) and torch.equal(y1, y2)

@@ -18,6 +18,8 @@ _LAZY: dict[str, str] = {
     "smore_parameter_count": "eff_llm.smore",
     "MoLoRAConfig": "eff_llm.smore",
     "get_molora_model": "eff_llm.smore",
+    "HierarchicalRegression": "eff_llm.smore",
+    "hierarchical_regression": "eff_llm.smore",
     # DEFT (peft's implementation, checked against the paper)
     "DeftConfig": "eff_llm.deft",
     "get_deft_model": "eff_llm.deft",

@@ -4,13 +4,15 @@
   operator token) whose next token is ``(a op b) mod 16``. Token ids: numbers ``0..15``, ``+`` = 16,
   ``-`` = 17, ``SEP`` = 18; ids ``19..vocab_size-1`` are unused. :func:`arithmetic_table` gives all
   256 pairs, :func:`arithmetic_vocab` the string vocabulary (for LoRASuite's vocabulary matching).
-- **Clustered regression** (S'MoRE): :func:`clustered_regression` — x = c_g + c_j + 0.5·ε with a group
-  g and a sub-group j, and a teacher whose weight update depends on (g, j), so no single low-rank
-  update (LoRA) can fit it.
+- **Hierarchical regression** (S'MoRE): :func:`hierarchical_regression` (public as
+  ``eff_llm.smore.hierarchical_regression``) — x = Σ_l c^l_{z_l} + 0.5·ε with one cluster per level
+  (default: a group g and a sub-group j), and a teacher whose weight update depends on the clusters
+  and their path, so no single low-rank update (LoRA) can fit it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,10 +25,10 @@ __all__ = [
     "MODULUS",
     "PLUS",
     "SEP",
-    "ClusteredRegression",
+    "HierarchicalRegression",
     "arithmetic_table",
     "arithmetic_vocab",
-    "clustered_regression",
+    "hierarchical_regression",
 ]
 
 MODULUS = 16
@@ -59,44 +61,79 @@ def arithmetic_vocab(vocab_size: int = 64) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
-class ClusteredRegression:
-    """Teacher and sampler of :func:`clustered_regression` (all tensors float32)."""
+class HierarchicalRegression:
+    """Teacher and sampler of :func:`hierarchical_regression` (all tensors float32).
+
+    Level l (0-based) has ``groups[l]`` clusters; a sample belongs to one cluster per level,
+    z = (z_0, …, z_{L−1}), and to the path of prefixes (z_0), (z_0, z_1), ….
+    """
 
     dim: int
-    groups: int
+    groups: tuple[int, ...]
     noise: float
-    centers_g: torch.Tensor  # (G, D)
-    centers_j: torch.Tensor  # (G, D) sub-group centres
+    centres: tuple[torch.Tensor, ...]  # per level l: (groups[l], D)
     w0: torch.Tensor  # (D, D) frozen base weight
-    delta_g: torch.Tensor  # (G, D, D) rank-2 group updates
-    delta_j: torch.Tensor  # (G, D, D) rank-2 sub-group updates
-    delta_gj: torch.Tensor  # (G, G, D, D) rank-1 pair updates
+    level_deltas: tuple[torch.Tensor, ...]  # per level l: (groups[l], D, D), rank level_rank
+    # per prefix length k = 2 … L: (groups[0], …, groups[k-1], D, D), rank path_rank
+    path_deltas: tuple[torch.Tensor, ...]
 
-    def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """``n`` pairs ``(x, y)`` with y = (W0 + ΔW_g + ΔW_j + ΔW_gj) x."""
-        g = torch.randint(0, self.groups, (n,), generator=generator)
-        j = torch.randint(0, self.groups, (n,), generator=generator)
+    @property
+    def levels(self) -> int:
+        return len(self.groups)
+
+    def weight(self, z: torch.Tensor) -> torch.Tensor:
+        """The teacher's weight W0 + Σ_l ΔW^l_{z_l} + Σ_{k≥2} ΔW_{z_0…z_{k−1}} per row of ``z``
+        (n, L) → (n, D, D)."""
+        w = self.w0
+        for lvl, delta in enumerate(self.level_deltas):
+            w = w + delta[z[:, lvl]]
+        for k, delta in enumerate(self.path_deltas, start=2):
+            w = w + delta[tuple(z[:, i] for i in range(k))]
+        return w
+
+    def sample(
+        self, n: int, generator: torch.Generator, *, return_clusters: bool = False
+    ) -> tuple[torch.Tensor, ...]:
+        """``n`` pairs ``(x, y)``: x = Σ_l c^l_{z_l} + noise·ε, y = W(z) x; with
+        ``return_clusters=True`` also z (n, L)."""
+        z = torch.stack(
+            [torch.randint(0, g, (n,), generator=generator) for g in self.groups], dim=1
+        )
         eps = torch.randn(n, self.dim, generator=generator)
-        x = self.centers_g[g] + self.centers_j[j] + self.noise * eps
-        w = self.w0 + self.delta_g[g] + self.delta_j[j] + self.delta_gj[g, j]
-        return x, torch.einsum("nod,nd->no", w, x)
+        x = self.centres[0][z[:, 0]]
+        for lvl in range(1, self.levels):
+            x = x + self.centres[lvl][z[:, lvl]]
+        x = x + self.noise * eps
+        y = torch.einsum("nod,nd->no", self.weight(z), x)
+        return (x, y, z) if return_clusters else (x, y)
 
 
 DELTA_NORMS = ("frobenius", "per_direction")
 
 
-def clustered_regression(
+def hierarchical_regression(
+    levels: int = 2,
+    groups: int | Sequence[int] = 4,
     dim: int = 32,
-    groups: int = 4,
     noise: float = 0.5,
     delta_scale: float = 1.0,
     seed: int = 0,
     *,
     centre_scale: float = 1.0,
     delta_norm: Literal["frobenius", "per_direction"] = "frobenius",
-) -> ClusteredRegression:
-    """The S'MoRE toy teacher (spec): x = c_g + c_j + noise·ε, g, j ∈ {0..groups-1}, and
-    y = W0 x + ΔW_g x + ΔW_j x + ΔW_{gj} x with rank-2 group / sub-group and rank-1 pair deltas.
+    level_rank: int = 2,
+    path_rank: int = 1,
+) -> HierarchicalRegression:
+    """S'MoRE's toy teacher (spec, "Reproduction"), with any number of levels.
+
+    A sample has one cluster z_l ∈ {0..groups[l]−1} per level; its input is
+    x = Σ_l c^l_{z_l} + noise·ε and its target y = (W0 + Σ_l ΔW^l_{z_l} + Σ_{k=2}^{L} ΔW_{z_0…z_{k−1}}) x:
+    a rank-``level_rank`` delta per cluster of each level and a rank-``path_rank`` delta per path
+    prefix of length ≥ 2 (so the update depends on the whole hierarchy and no single low-rank update,
+    i.e. LoRA, can fit it). The default (L = 2, 4 groups) is the spec's two-level task: group g,
+    sub-group j, rank-2 ΔW_g and ΔW_j and rank-1 ΔW_gj, bit-identical to the task the reproduction
+    has always used. ``groups`` is one count for every level or one per level; the path deltas hold
+    Σ_{k=2}^{L} Π_{l<k} groups[l] matrices of D×D.
 
     Centres are ``centre_scale`` × standard Gaussian vectors, W0 has N(0, 1/dim) entries and each
     rank-k delta is ``delta_scale · U Vᵀ / n`` with standard Gaussian U, V ∈ R^{dim×k} and
@@ -105,12 +142,23 @@ def clustered_regression(
     rank-2 delta carries twice the energy of a rank-1 one). The spec fixes neither scale; the
     reproduction calibrates them on its baselines (see :mod:`eff_llm.reproduce.smore`).
     """
+    check_positive("levels", levels, integer=True)
+    if isinstance(groups, bool) or not isinstance(groups, int | Sequence):
+        raise TypeError(f"groups must be an int or a sequence of ints, got {groups!r}")
+    sizes = (groups,) * levels if isinstance(groups, int) else tuple(groups)
+    if len(sizes) != levels:
+        raise ValueError(f"groups must hold one count per level ({levels}), got {groups!r}")
+    for g in sizes:
+        check_positive("groups", g, integer=True)
     check_positive("dim", dim, integer=True)
-    check_positive("groups", groups, integer=True)
     check_positive("noise", noise, strict=False)
     check_positive("delta_scale", delta_scale)
     check_positive("centre_scale", centre_scale)
     check_choice("delta_norm", delta_norm, list(DELTA_NORMS))
+    for name, rank in (("level_rank", level_rank), ("path_rank", path_rank)):
+        check_positive(name, rank, integer=True)
+        if rank > dim:
+            raise ValueError(f"{name} must be <= dim={dim}, got {rank}")
     gen = torch.Generator().manual_seed(seed)
 
     def randn(*shape: int) -> torch.Tensor:
@@ -121,14 +169,18 @@ def clustered_regression(
         norm = (rank * dim) ** 0.5 if delta_norm == "frobenius" else dim
         return delta_scale * (u @ v.transpose(-1, -2)) / norm
 
-    return ClusteredRegression(
+    # Draw order (centres, W0, level deltas, path deltas) keeps the two-level default identical to
+    # the original generator's.
+    centres = tuple(centre_scale * randn(g, dim) for g in sizes)
+    w0 = randn(dim, dim) / dim**0.5
+    level_deltas = tuple(low_rank(level_rank, g) for g in sizes)
+    path_deltas = tuple(low_rank(path_rank, *sizes[:k]) for k in range(2, levels + 1))
+    return HierarchicalRegression(
         dim=dim,
-        groups=groups,
+        groups=sizes,
         noise=noise,
-        centers_g=centre_scale * randn(groups, dim),
-        centers_j=centre_scale * randn(groups, dim),
-        w0=randn(dim, dim) / dim**0.5,
-        delta_g=low_rank(2, groups),
-        delta_j=low_rank(2, groups),
-        delta_gj=low_rank(1, groups, groups),
+        centres=centres,
+        w0=w0,
+        level_deltas=level_deltas,
+        path_deltas=path_deltas,
     )

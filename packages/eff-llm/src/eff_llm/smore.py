@@ -34,6 +34,9 @@ of rank Σ_l s_l r_l plus the gates. The official "tree" mode (gather first) is 
 numerically stable" and is not ported. The learnable-PReLU activation and the bottom-up gate of the
 official code are not ported either.
 
+Data: :func:`hierarchical_regression` — the reproduction's clustered regression teacher with any
+number of levels (default: the spec's two-level task).
+
 Baseline in this module: **MoLoRA** (a 1-level mixture of E LoRA experts with a linear top-k router
 and the same switch balance loss).
 """
@@ -54,9 +57,11 @@ from eff_llm._adapters import (
     JsonConfig,
     validate_module_spec,
 )
+from eff_llm._data import HierarchicalRegression, hierarchical_regression
 from eff_shared.errors import check_choice
 
 __all__ = [
+    "HierarchicalRegression",
     "MoLoRAConfig",
     "MoLoRALinear",
     "MoLoRAModel",
@@ -65,6 +70,7 @@ __all__ = [
     "SMoREModel",
     "get_molora_model",
     "get_smore_model",
+    "hierarchical_regression",
     "smore_parameter_count",
 ]
 

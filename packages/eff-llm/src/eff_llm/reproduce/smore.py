@@ -33,16 +33,24 @@ top three then ranked by adding the same distance for LoRA r = 8 / MoLoRA r = 2 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
 from torch import nn
 
-from eff_llm._data import ClusteredRegression, clustered_regression
+from eff_llm._data import HierarchicalRegression, hierarchical_regression
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["CALIBRATION", "SMoREReproConfig", "eq_1_layer_gap", "experiment", "run"]
+__all__ = [
+    "CALIBRATION",
+    "SMoREReproConfig",
+    "eq_1_layer_gap",
+    "experiment",
+    "resolve_task",
+    "run",
+]
 
 #: Baseline-only calibration of the teacher (seed 0; measured with this module's students and
 #: training loop). Keys: centre scale, delta normalisation, delta scale, training pool (None = fresh
@@ -138,7 +146,7 @@ def _smore_config(cfg: SMoREReproConfig, **over: Any):
 
 
 def _train_pool(
-    task: ClusteredRegression, cfg: SMoREReproConfig, seed: int
+    task: HierarchicalRegression, cfg: SMoREReproConfig, seed: int
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The fixed training set (the same for every student) or ``None`` for fresh batches."""
     if cfg.train_size is None:
@@ -146,20 +154,51 @@ def _train_pool(
     return task.sample(cfg.train_size, torch.Generator().manual_seed(seed + 30_000))
 
 
-def _make_task(cfg: SMoREReproConfig, seed: int) -> ClusteredRegression:
-    return clustered_regression(
-        cfg.dim,
-        cfg.groups,
-        cfg.noise,
-        cfg.delta_scale,
+def _make_task(cfg: SMoREReproConfig, seed: int) -> HierarchicalRegression:
+    return hierarchical_regression(
+        levels=2,
+        groups=cfg.groups,
+        dim=cfg.dim,
+        noise=cfg.noise,
+        delta_scale=cfg.delta_scale,
         seed=seed,
         centre_scale=cfg.centre_scale,
         delta_norm=cfg.delta_norm,  # type: ignore[arg-type]
     )
 
 
+#: A task for :func:`experiment`: a :class:`~eff_llm.smore.HierarchicalRegression` (or any object
+#: with a (dim, dim) ``w0`` and ``sample(n, generator) -> (x, y)``), or a builder ``seed -> task``.
+_TaskSpec = HierarchicalRegression | Callable[[int], Any]
+
+
+def resolve_task(task: Any, cfg: SMoREReproConfig, seed: int) -> Any:
+    """The teacher of one run: ``cfg``'s two-level task when ``task`` is None, ``task(seed)`` when
+    it is callable (a builder), else ``task`` itself. Raises ``TypeError`` when the result has no
+    ``w0`` tensor or no ``sample`` method and ``ValueError`` when ``w0`` is not (cfg.dim, cfg.dim)
+    (the students wrap a square frozen ``Linear(w0)`` of width ``cfg.dim``)."""
+    if task is None:
+        return _make_task(cfg, seed)
+    if callable(task) and not hasattr(task, "sample"):
+        task = task(seed)
+    w0 = getattr(task, "w0", None)
+    if not isinstance(w0, torch.Tensor) or not callable(getattr(task, "sample", None)):
+        raise TypeError(
+            "task must be None, a HierarchicalRegression (e.g. eff_llm.smore."
+            "hierarchical_regression(levels=3)), an object with a w0 tensor and "
+            "sample(n, generator) -> (x, y), or a builder seed -> such an object; got "
+            f"{type(task).__name__}"
+        )
+    if tuple(w0.shape) != (cfg.dim, cfg.dim):
+        raise ValueError(
+            f"task.w0 must be (dim, dim) = ({cfg.dim}, {cfg.dim}) to match cfg.dim, got "
+            f"{tuple(w0.shape)}"
+        )
+    return task
+
+
 def _train(
-    model: nn.Module, task: ClusteredRegression, cfg: SMoREReproConfig, seed: int
+    model: nn.Module, task: HierarchicalRegression, cfg: SMoREReproConfig, seed: int
 ) -> dict[str, float]:
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
@@ -232,8 +271,18 @@ def eq_1_layer_gap(seed: int = 0, dim: int = 32, tokens: int = 64) -> float:
     return float((got - want).abs().max())
 
 
-def experiment(cfg: SMoREReproConfig, seed: int = 0) -> dict[str, Any]:
-    """Train every student on the same task and data stream; return rows and exactness checks."""
+def experiment(
+    cfg: SMoREReproConfig, seed: int = 0, *, task: _TaskSpec | None = None
+) -> dict[str, Any]:
+    """Train every student on the same task and data stream; return rows and exactness checks.
+
+    ``task`` replaces the teacher (default: the spec's two-level task built from ``cfg``): a
+    :class:`~eff_llm.smore.HierarchicalRegression` such as ``hierarchical_regression(levels=3,
+    dim=cfg.dim, seed=seed)``, any object with a ``w0`` of shape (cfg.dim, cfg.dim) and
+    ``sample(n, generator) -> (x, y)``, or a builder ``seed -> task`` (see :func:`resolve_task`).
+    ``seed`` still seeds the training pool, the test sets and every student's init. For a deeper
+    hierarchy give S'MoRE as many sub-layers (``cfg.num_experts`` etc.).
+    """
     from peft import LoraConfig, get_peft_model
 
     from eff_llm._adapters import peft_deprecations_silenced
@@ -244,7 +293,7 @@ def experiment(cfg: SMoREReproConfig, seed: int = 0) -> dict[str, Any]:
         smore_parameter_count,
     )
 
-    task = _make_task(cfg, seed)
+    task = resolve_task(task, cfg, seed)
     x_test, y_test = task.sample(cfg.test_size, torch.Generator().manual_seed(seed + 10_000))
     base = float(nn.functional.mse_loss(x_test @ task.w0.t(), y_test))
     x_fit, y_fit = task.sample(cfg.test_size, torch.Generator().manual_seed(seed + 20_000))
@@ -313,6 +362,7 @@ def experiment(cfg: SMoREReproConfig, seed: int = 0) -> dict[str, Any]:
         "count": count,
         "budget": budget["total"],
         "param_ratio": count / rows[1]["params"],
+        "task": task,
     }
 
 
@@ -329,11 +379,19 @@ _PAPER = (
 )
 
 
-def run(mode: Mode = "quick", seed: int = 0, cfg: SMoREReproConfig | None = None) -> Result:
+def run(
+    mode: Mode = "quick",
+    seed: int = 0,
+    cfg: SMoREReproConfig | None = None,
+    *,
+    task: _TaskSpec | None = None,
+) -> Result:
+    """The claims over seeds; ``task`` as in :func:`experiment` (a builder ``seed -> task`` gives
+    each seed its own teacher; a fixed task is shared by every seed)."""
     cfg = cfg or SMoREReproConfig()
     torch.set_num_threads(1)
     seeds = claim_seeds(mode, seed, quick=1, full=5)
-    outs = {s: experiment(cfg, s) for s in seeds}
+    outs = {s: experiment(cfg, s, task=task) for s in seeds}
     out = outs[seed]
     result = Result(
         name="llm.smore",
@@ -367,7 +425,8 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: SMoREReproConfig | None = None
             "|trainable parameters - budget formula|", abs(out["count"] - out["budget"]), 0.0, "<="
         ),
         paper_claim(
-            "S'MoRE (L=2, tanh, switch, w_final_zero) test rel-MSE (MSE / MSE of the frozen W0)",
+            f"S'MoRE (L={len(cfg.num_experts)}, tanh, switch, w_final_zero) test rel-MSE (MSE / "
+            "MSE of the frozen W0)",
             per_seed(lambda o: o["smore"]),
             0.06,
             "<=",
@@ -438,6 +497,13 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: SMoREReproConfig | None = None
             f"seed {s}: rel-MSE S'MoRE {o['smore']:.4f}, MoLoRA {o['molora']:.4f}, LoRA r=26 "
             f"{o['lora']:.4f}, any linear update {o['linear_floor']:.4f}"
         )
+    if task is not None:
+        levels = getattr(outs[seed]["task"], "levels", "?")
+        result.notes.append(
+            f"custom task ({type(outs[seed]['task']).__name__}, {levels} levels): the default "
+            "teacher's calibration below does not apply to it, and full mode's noise sweep is "
+            "run on the default teacher only"
+        )
     result.notes.append(
         "Teacher calibrated on the baselines only (the spec leaves the centre scale, the delta "
         "normalisation and the data stream open): centre_scale "
@@ -453,7 +519,7 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: SMoREReproConfig | None = None
         "0.39-0.40 at seed 0); the previous recipe (centre 1, frobenius, scale 1, fresh) gave LoRA "
         "0.489, MoLoRA 0.0648."
     )
-    if mode == "full":
+    if mode == "full" and task is None:
         series: dict[str, list[float]] = {"x": [], "S'MoRE": [], "MoLoRA": []}
         for noise in (0.0, 0.25):
             o = experiment(replace(cfg, noise=noise), seed)
