@@ -563,22 +563,44 @@ def nemotron_flash_wnorm_cmd(
     seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Training steps per run.")] = 300,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds seed, seed+1, ...")] = 3,
+    family: Annotated[
+        str,
+        typer.Option("--family", help="llama | qwen3_next | nemotron_h | hybrid_slm"),
+    ] = "llama",
+    operators: Annotated[
+        str, typer.Option("--operators", help="HybridSLM operators (--family hybrid_slm).")
+    ] = "d f a f",
+    normalise_deltanet: Annotated[
+        bool,
+        typer.Option(
+            "--normalise-deltanet/--keep-deltanet",
+            help="Also normalise the Gated DeltaNet projections (default: left alone).",
+        ),
+    ] = False,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the rows as JSON.")
     ] = None,
 ) -> None:
-    """Weight normalisation (wd 0) vs AdamW wd 0.1 on a tiny docstring-LM Llama (val CE)."""
+    """Weight normalisation (wd 0) vs AdamW wd 0.1 on a tiny docstring LM (val CE)."""
     import torch
 
     torch.set_num_threads(1)
     from eff_llm.reproduce.nemotron_flash import NemotronFlashReproConfig, weight_norm_experiment
 
-    cfg = NemotronFlashReproConfig(steps=steps)
+    try:
+        cfg = NemotronFlashReproConfig(
+            steps=steps,
+            family=family,
+            hybrid_operators=operators,
+            **({"wnorm_exclude_modules": ()} if normalise_deltanet else {}),
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     rows = []
     for s in range(seed, seed + seeds):
         for name, r in weight_norm_experiment(cfg, s).items():
             rows.append({"seed": s, "run": name, **r})
-    _adapter_rows_out(f"eff llm nemotron-flash wnorm: {steps} steps", rows, json_path)
+    _adapter_rows_out(f"eff llm nemotron-flash wnorm: {family}, {steps} steps", rows, json_path)
 
 
 @nemotron_flash_app.command("search")

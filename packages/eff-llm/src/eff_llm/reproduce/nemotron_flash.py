@@ -8,7 +8,10 @@ The paper releases no training or search code; the items are the spec's threshol
 2. Tiny Llama (h 128, 2 layers, BPE-1200 docstring corpus), 300 steps, batch 16 × 64, AdamW
    (0.9, 0.95), lr 3e-3 cosine: baseline weight decay 0.1 vs weight norm with weight decay 0.
    val(wnorm) ≤ val(base) + 0.02 (non-inferiority) and the target val(wnorm) ≤ val(base) − 0.03, both
-   on the median of the seeds (quick: 1 seed; full: 3).
+   on the median of the seeds (quick: 1 seed; full: 3). The same comparison on a tiny Qwen3-Next
+   hybrid (Gated DeltaNet + attention layers, the library's hybrid split, GDN projections left
+   alone): val(wnorm) ≤ val(base) + 0.02. ``NemotronFlashReproConfig.family`` picks the model of
+   :func:`weight_norm_experiment` (Llama, Qwen3-Next, NemotronH, HybridSLM).
 3. The hybrid builder (``"d f m2 f a f m2 f"`` and ``"a f swa f"``) runs forward + backward and cached
    ``generate`` on CPU (equal to greedy decoding without a cache) and its parameter count matches the
    closed form.
@@ -22,8 +25,9 @@ The paper releases no training or search code; the items are the spec's threshol
    end-to-end latency of a few hybrids.
 
 Claims (``claims.md``): items 1, 3, 5 and the search's latency bound are checks. Paper claims:
-the weight-norm comparison of item 2 (median of 3 seeds at 300 steps; full mode only: quick mode
-trains 60 steps on one seed and keeps only the per-step norm check), and the search of item 4
+the weight-norm comparisons of item 2 (median of 3 seeds at 300 steps; full mode only: quick mode
+trains 60 steps on one seed and keeps only the per-step norm check; the Qwen3-Next one is an
+xfail: +0.064 nats at seeds 0-2), and the search of item 4
 re-stated as a rank — AE's best feasible architecture ranks better than random search's at equal
 evaluations in ≥ 8/10 seeds (paired), and AE's median rank lies within the best 0.5 % of the
 feasible space; the exact-optimum count (1/10) is printed as information. The search is
@@ -39,12 +43,13 @@ sums are exact) plus 0.5·W/1024 ms, budget 3 ms.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+import warnings
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
 
-from eff_shared.errors import check_positive
+from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Mode, Result, paper_claim
 from eff_shared.torch import count_parameters
 
@@ -52,8 +57,9 @@ from .._corpus import docstring_lm_data, validation_windows
 from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, single_thread, train_lm
 from .._models import tiny_llama
 from ..nemotron_flash import (
-    CASE1,
-    CASE2,
+    DELTANET_MODULES,
+    HYBRID_CASE1,
+    HYBRID_CASE2,
     HybridArch,
     HybridSLM,
     HybridSLMConfig,
@@ -67,16 +73,24 @@ from ..nemotron_flash import (
     fit_depth_width_law,
     hybrid_param_count,
     random_search,
+    weight_norm_targets,
 )
 
 __all__ = [
+    "WN_FAMILIES",
     "NemotronFlashReproConfig",
     "SyntheticObjective",
     "exhaustive_fitness",
     "run",
     "search_experiment",
     "weight_norm_experiment",
+    "weight_norm_model",
 ]
+
+# Model families of the weight-norm experiment (item 2): transformers' Llama, Qwen3-Next (Gated
+# DeltaNet / attention layers alternating), NemotronH (Mamba2 / attention mixers alternating, each
+# followed by an MLP block) and the library's HybridSLM (``hybrid_operators``).
+WN_FAMILIES = ("llama", "qwen3_next", "nemotron_h", "hybrid_slm")
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,14 @@ class NemotronFlashReproConfig:
     base_weight_decay: float = 0.1
     val_batches: int = 20
     seeds: int = 1
+    # the weight-norm model and split: a family of WN_FAMILIES (layers from num_layers; HybridSLM
+    # from hybrid_operators), the Case-1/Case-2 names (the library's hybrid cases: names a model
+    # lacks are skipped) and the module classes left alone (default: Gated DeltaNet)
+    family: str = "llama"
+    hybrid_operators: str = "d f a f"
+    wnorm_case1: tuple[str, ...] = HYBRID_CASE1
+    wnorm_case2: tuple[str, ...] = HYBRID_CASE2
+    wnorm_exclude_modules: tuple[str, ...] = DELTANET_MODULES
     # search (item 4)
     search_seeds: int = 10
     population: int = 16
@@ -106,41 +128,123 @@ class NemotronFlashReproConfig:
     law_noise: float = 0.02
 
     def __post_init__(self) -> None:
+        check_choice("family", self.family, list(WN_FAMILIES))
+        if self.family == "hybrid_slm":
+            HybridSLMConfig(operators=self.hybrid_operators)  # raises on a bad operator string
+        for name in ("wnorm_case1", "wnorm_case2", "wnorm_exclude_modules"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+                raise TypeError(f"{name} must be a tuple of str, got {value!r}")
         for name, value in asdict(self).items():
-            check_positive(name, value, integer=isinstance(value, int))
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                check_positive(name, value, integer=isinstance(value, int))
 
 
 # -- item 1 and 2: weight normalisation --------------------------------------------------------
 
 
-def _norm_errors(model: torch.nn.Module) -> float:
-    """max |‖row‖ − 1| over Case-1 and |‖column‖ − 1| over Case-2 matrices."""
+def _norm_errors(model: torch.nn.Module, targets=None) -> float:
+    """max |‖row‖ − 1| over Case-1 and |‖column‖ − 1| over Case-2 matrices (default: the split
+    :func:`weight_norm_targets` resolves with its defaults)."""
+    targets = targets if targets is not None else weight_norm_targets(model)
     err = 0.0
-    for name, mod in model.named_modules():
-        if not isinstance(mod, torch.nn.Linear):
-            continue
-        leaf = name.rsplit(".", 1)[-1]
-        if leaf in CASE1:
-            err = max(err, float((mod.weight.detach().norm(dim=1) - 1).abs().max()))
-        elif leaf in CASE2:
-            err = max(err, float((mod.weight.detach().norm(dim=0) - 1).abs().max()))
+    for names, dim in ((targets.case1, 1), (targets.case2, 0)):
+        for name in names:
+            w = model.get_submodule(name).weight.detach()
+            err = max(err, float((w.norm(dim=dim) - 1).abs().max()))
     return err
 
 
-def _llama(cfg: NemotronFlashReproConfig, vocab: int, seed: int):
-    return tiny_llama(
-        vocab_size=vocab,
-        hidden_size=cfg.hidden,
-        num_layers=cfg.num_layers,
-        num_heads=cfg.num_heads,
-        intermediate_size=cfg.ffn_size,
-        max_position_embeddings=cfg.seq_len,
-        seed=seed,
-    )
+def weight_norm_model(cfg: NemotronFlashReproConfig, vocab_size: int, seed: int) -> torch.nn.Module:
+    """The seeded model of ``cfg.family`` (:data:`WN_FAMILIES`) for the weight-norm experiment:
+    hidden ``cfg.hidden``, ``cfg.num_heads`` heads, FFN ``cfg.ffn_size``, untied embeddings,
+    ``cfg.num_layers`` layers (Qwen3-Next: Gated DeltaNet at even, attention at odd layers;
+    NemotronH: Mamba2 / attention mixers alike, each followed by an MLP block; HybridSLM:
+    ``cfg.hybrid_operators``)."""
+    check_positive("vocab_size", vocab_size, integer=True)
+    if cfg.family == "llama":
+        return tiny_llama(
+            vocab_size=vocab_size,
+            hidden_size=cfg.hidden,
+            num_layers=cfg.num_layers,
+            num_heads=cfg.num_heads,
+            intermediate_size=cfg.ffn_size,
+            max_position_embeddings=cfg.seq_len,
+            seed=seed,
+        )
+    if cfg.hidden % cfg.num_heads:
+        raise ValueError(f"num_heads={cfg.num_heads} must divide hidden={cfg.hidden}")
+    head_dim = cfg.hidden // cfg.num_heads
+    common = {
+        "vocab_size": vocab_size,
+        "hidden_size": cfg.hidden,
+        "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_heads,
+        "head_dim": head_dim,
+        "intermediate_size": cfg.ffn_size,
+        "max_position_embeddings": cfg.seq_len,
+        "tie_word_embeddings": False,
+        "pad_token_id": None,
+        "bos_token_id": None,
+        "eos_token_id": None,
+    }
+    linear = [i % 2 == 0 for i in range(cfg.num_layers)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "fast path not available" notices on CPU
+        if cfg.family == "qwen3_next":
+            from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+            config = Qwen3NextConfig(
+                **common,
+                num_hidden_layers=cfg.num_layers,
+                layer_types=["linear_attention" if x else "full_attention" for x in linear],
+                linear_num_key_heads=cfg.num_heads,
+                linear_num_value_heads=cfg.num_heads,
+                linear_key_head_dim=head_dim,
+                linear_value_head_dim=head_dim,
+                num_experts=0,
+                mlp_only_layers=list(range(cfg.num_layers)),
+            )
+            model_cls = Qwen3NextForCausalLM
+        elif cfg.family == "nemotron_h":
+            from transformers import NemotronHConfig, NemotronHForCausalLM
+
+            blocks = [b for x in linear for b in ("mamba" if x else "attention", "mlp")]
+            config = NemotronHConfig(
+                **common,
+                num_hidden_layers=len(blocks),
+                layers_block_type=blocks,
+                mamba_num_heads=2 * cfg.hidden // head_dim,
+                mamba_head_dim=head_dim,
+                ssm_state_size=16,
+                n_groups=1,
+            )
+            model_cls = NemotronHForCausalLM
+        else:
+            config = HybridSLMConfig(
+                operators=cfg.hybrid_operators,
+                hidden_size=cfg.hidden,
+                ffn_size=cfg.ffn_size,
+                num_heads=cfg.num_heads,
+                window=cfg.seq_len // 2,
+                vocab_size=vocab_size,
+                max_position_embeddings=cfg.seq_len,
+                tie_word_embeddings=False,
+                mamba_head_dim=head_dim,
+                deltanet_heads=cfg.num_heads,
+                deltanet_head_dim=head_dim,
+            )
+            model_cls = HybridSLM
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return model_cls(config)
 
 
 def weight_norm_experiment(cfg: NemotronFlashReproConfig, seed: int) -> dict:
-    """Baseline (AdamW wd 0.1) vs weight norm (wd 0) on the docstring LM; norms after every step."""
+    """Baseline (AdamW wd 0.1) vs weight norm (wd 0) on the docstring LM with the model of
+    ``cfg.family`` and the split ``cfg.wnorm_case1`` / ``wnorm_case2`` / ``wnorm_exclude_modules``;
+    norms checked after every step. The weight-norm row reports how many matrices were normalised
+    and how many matching ones were left alone (excluded)."""
     data = docstring_lm_data(cfg.vocab_size)
     val = validation_windows(data.val, cfg.seq_len, cfg.val_batches * cfg.batch_size)
     out: dict = {}
@@ -148,11 +252,18 @@ def weight_norm_experiment(cfg: NemotronFlashReproConfig, seed: int) -> dict:
         ("baseline (wd 0.1)", cfg.base_weight_decay, False),
         ("weight norm (wd 0)", 0.0, True),
     ):
-        model = _llama(cfg, data.vocab_size, seed)
-        post, step_errs = [], []
+        model = weight_norm_model(cfg, data.vocab_size, seed)
+        post, step_errs, split = [], [], {}
         if wnorm:
-            proj = WeightNormProjector(model)
-            post = [proj, lambda m=model, e=step_errs: e.append(_norm_errors(m))]
+            proj = WeightNormProjector(
+                model,
+                case1=cfg.wnorm_case1,
+                case2=cfg.wnorm_case2,
+                exclude_modules=cfg.wnorm_exclude_modules,
+            )
+            t = proj.targets
+            split = {"normalised": len(t.case1) + len(t.case2), "excluded": len(t.excluded)}
+            post = [proj, lambda m=model, e=step_errs, t=t: e.append(_norm_errors(m, t))]
         train = TrainConfig(
             steps=cfg.steps,
             batch_size=cfg.batch_size,
@@ -177,6 +288,7 @@ def weight_norm_experiment(cfg: NemotronFlashReproConfig, seed: int) -> dict:
             "train_s": time.perf_counter() - t0,
             "max_norm_error_per_step": max(step_errs) if step_errs else None,
             "steps_checked": len(step_errs),
+            **split,
         }
     return out
 
@@ -439,6 +551,12 @@ _PAPER_SEARCH = (
     "Qwen3-1.7B / 0.6B: +5.5 % accuracy, 1.3x / 1.9x lower latency)"
 )
 _PAPER_WNORM = "weight normalisation improves final convergence (lower loss / higher accuracy)"
+_PAPER_WNORM_HYBRID = (
+    "weight normalisation improves Llama, DeltaNet and Mamba2 1B models alike "
+    "(+1.20 CR accuracy, -0.66 PPL on average)"
+)
+# the hybrid family of the reproduction's second weight-norm comparison
+HYBRID_WNORM_FAMILY = "qwen3_next"
 
 
 @single_thread
@@ -462,7 +580,11 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: NemotronFlashReproConfig | Non
     base = [r["baseline (wd 0.1)"]["ce"] for r in wn]
     norm = [r["weight norm (wd 0)"]["ce"] for r in wn]
     wn_diffs = [n - b for n, b in zip(norm, base, strict=True)]
-    step_err = max(r["weight norm (wd 0)"]["max_norm_error_per_step"] for r in wn)
+    # the same comparison on a hybrid (the paper reports weight norm on DeltaNet and Mamba2 too)
+    hyb_cfg = replace(cfg, family=HYBRID_WNORM_FAMILY)
+    wn_h = [weight_norm_experiment(hyb_cfg, s) for s in wn_seeds]
+    wn_h_diffs = [r["weight norm (wd 0)"]["ce"] - r["baseline (wd 0.1)"]["ce"] for r in wn_h]
+    step_err = max(r["weight norm (wd 0)"]["max_norm_error_per_step"] for r in wn + wn_h)
     hyb = hybrid_check(seed)
     objective = SyntheticObjective()
     search = search_experiment(cfg, seed, objective)
@@ -471,32 +593,45 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: NemotronFlashReproConfig | Non
     law = law_experiment(cfg.law_noise, seed)
     demo = lut_demo(seed)
 
-    result.table = [
-        {
-            "item": f"val CE {name} (median of {cfg.seeds})",
-            "value": float(np.median([r[name]["ce"] for r in wn])),
-        }
-        for name in wn[0]
-    ] + [
-        {
-            "item": "search: AE found the best feasible (of 10 seeds)",
-            "value": sum(r["AE found best"] for r in srows),
-        },
-        {"item": "search: AE mean rank", "value": float(np.mean([r["AE rank"] for r in srows]))},
-        {
-            "item": "search: random-search mean rank",
-            "value": float(np.mean([r["RS rank"] for r in srows])),
-        },
-        {"item": "law fit: α relative error", "value": law["alpha_rel_error"]},
-        {"item": "law fit: β relative error", "value": law["beta_rel_error"]},
-        *(
+    result.table = (
+        [
             {
-                "item": f"LUT demo {r['operators']}: predicted / measured ms",
-                "value": f"{r['predicted ms']:.3f} / {r['measured ms']:.3f}",
+                "item": f"val CE {name} (median of {cfg.seeds})",
+                "value": float(np.median([r[name]["ce"] for r in wn])),
             }
-            for r in demo["rows"]
-        ),
-    ]
+            for name in wn[0]
+        ]
+        + [
+            {
+                "item": f"val CE {name}, Qwen3-Next hybrid (median of {cfg.seeds})",
+                "value": float(np.median([r[name]["ce"] for r in wn_h])),
+            }
+            for name in wn_h[0]
+        ]
+        + [
+            {
+                "item": "search: AE found the best feasible (of 10 seeds)",
+                "value": sum(r["AE found best"] for r in srows),
+            },
+            {
+                "item": "search: AE mean rank",
+                "value": float(np.mean([r["AE rank"] for r in srows])),
+            },
+            {
+                "item": "search: random-search mean rank",
+                "value": float(np.mean([r["RS rank"] for r in srows])),
+            },
+            {"item": "law fit: α relative error", "value": law["alpha_rel_error"]},
+            {"item": "law fit: β relative error", "value": law["beta_rel_error"]},
+            *(
+                {
+                    "item": f"LUT demo {r['operators']}: predicted / measured ms",
+                    "value": f"{r['predicted ms']:.3f} / {r['measured ms']:.3f}",
+                }
+                for r in demo["rows"]
+            ),
+        ]
+    )
     hits = sum(r["AE found best"] for r in srows)
     wn_text = f"val CE: weight norm − baseline (wd 0.1), {cfg.steps} steps"
     result.claims += [
@@ -513,7 +648,7 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: NemotronFlashReproConfig | Non
             ">=",
         ),
         Claim(
-            f"max |‖row/col‖ − 1| after each of {cfg.steps} training steps (weight-norm run)",
+            f"max |‖row/col‖ − 1| after each of {cfg.steps} training steps (weight-norm runs)",
             step_err,
             1e-5,
             "<=",
@@ -568,6 +703,22 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: NemotronFlashReproConfig | Non
             modes=("full",),
         ),
         paper_claim(
+            f"{wn_text}, Qwen3-Next hybrid (Gated DeltaNet + attention; GDN projections left "
+            f"alone), non-inferiority (median of {cfg.seeds} seeds)",
+            wn_h_diffs,
+            0.02,
+            "<=",
+            seeds=wn_seeds,
+            paper=_PAPER_WNORM_HYBRID,
+            modes=("full",),
+            expected="xfail",
+            reason=(
+                "on a tiny Qwen3-Next hybrid weight norm of the attention and MLP matrices is "
+                "+0.064 [+0.051, +0.080] nats above AdamW wd 0.1 (seeds 0-2, 300 steps); the "
+                "paper's rule on the GDN projections too: +0.73 [+0.64, +0.81]"
+            ),
+        ),
+        paper_claim(
             "search: AE's best feasible architecture ranks better than random search's at equal "
             "evaluations (fraction of seeds, paired)",
             [float(r["AE rank"] < r["RS rank"]) for r in srows],
@@ -618,6 +769,7 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: NemotronFlashReproConfig | Non
         {
             "projection": proj,
             "weight_norm": wn,
+            "weight_norm_hybrid": wn_h,
             "hybrids": hyb["rows"],
             "search": search,
             "law": law,
@@ -628,6 +780,8 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: NemotronFlashReproConfig | Non
     )
     result.notes += [
         f"weight norm vs baseline val CE per seed: {[round(d, 4) for d in wn_diffs]}",
+        "weight norm vs baseline val CE per seed, Qwen3-Next hybrid (GDN projections left "
+        f"alone): {[round(d, 4) for d in wn_h_diffs]}",
         f"information: AE finds the exhaustive optimum in {hits}/{len(srows)} seeds (spec's "
         "former claim: >= 8/10); mean rank AE "
         f"{np.mean([r['AE rank'] for r in srows]):.0f} vs random search "
