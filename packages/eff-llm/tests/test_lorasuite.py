@@ -252,6 +252,128 @@ def test_mlp_transfer_is_exact_when_the_ffn_is_not_wider_than_the_model():
     torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
 
 
+def _transfer(old, new, adapter, ids, vocab_new=VOCAB, mode="exact"):
+    return transfer_lora(
+        old,
+        new,
+        adapter,
+        vocab_old=VOCAB,
+        vocab_new=vocab_new,
+        calib_input_ids=ids,
+        config=LoRASuiteConfig(head_transform=mode),
+        lora_alpha=8,
+    )
+
+
+@pytest.mark.parametrize("maker", MAKERS)
+def test_widened_model_computes_the_old_function_and_the_lora_transfers_exactly(maker):
+    """d 32 → 48: W_x has orthonormal rows; the exact transfer reproduces the adapted function
+    (MLP as wide as the model, so the MLP formulas are exact too)."""
+    old = maker(intermediate_size=16, seed=0)
+    new, truth = derive_updated_model(old, seed=2, insert_layer_at=None, hidden_size=48)
+    assert new.config.hidden_size == 48 and truth.rotation.shape == (32, 48)
+    torch.testing.assert_close(
+        truth.rotation @ truth.rotation.t(), torch.eye(32), atol=1e-5, rtol=0
+    )
+    ids = _ids(3)
+    old_lora = _old_lora(old, "all-linear")
+    with torch.no_grad():
+        torch.testing.assert_close(
+            new(input_ids=ids).logits, old(input_ids=ids).logits, atol=1e-5, rtol=0
+        )
+        want = old_lora(input_ids=ids).logits
+        effect = float((want - old(input_ids=ids).logits).abs().max())
+    state, report = _transfer(old, new, get_peft_model_state_dict(old_lora), ids)
+    torch.testing.assert_close(report.transfer_matrix, truth.rotation, atol=1e-4, rtol=0)
+    for i, perm in truth.head_perms.items():
+        np.testing.assert_array_equal(report.head_maps[i], perm)
+    with torch.no_grad():
+        got = prepare_lft_model(copy.deepcopy(new), state, report.lora_config)(input_ids=ids).logits
+    assert effect > 0.05
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("insert", "layer_map", "inserted"),
+    [((0, 2), [1, 2], (0, 3)), ([1, 1], [0, 3], (1, 2)), ((0, 1, 2), [1, 3], (0, 2, 4))],
+)
+def test_several_inserted_layers_are_recovered_by_transfer_lora(insert, layer_map, inserted):
+    old = tiny_llama(seed=0)
+    new, truth = derive_updated_model(old, seed=1, insert_layer_at=insert)
+    assert truth.layer_map == layer_map and truth.inserted_layers == inserted
+    assert truth.inserted_layer == inserted[0]
+    assert len(new.model.layers) == 2 + len(insert)
+    adapter = get_peft_model_state_dict(_old_lora(old, "all-linear"))
+    state, report = _transfer(old, new, adapter, _ids(1, 64), mode="official")
+    assert report.layer_map == layer_map
+    assert {k.split(".layers.")[1].split(".")[0] for k in state} == {str(j) for j in layer_map}
+    model = prepare_lft_model(copy.deepcopy(new), state, report.lora_config)
+    for name, p in model.named_parameters():  # the inserted layers received nothing
+        if "lora_" in name and any(f".layers.{j}." in name for j in inserted):
+            assert not p.requires_grad and torch.count_nonzero(p) == 0
+
+
+@pytest.mark.parametrize("maker", MAKERS)
+def test_permuted_vocabulary_transfers_through_the_token_strings(maker):
+    old = maker(seed=0)
+    new, truth = derive_updated_model(old, seed=3, insert_layer_at=None, permute_vocab=True)
+    perm = truth.vocab_permutation
+    assert not torch.equal(perm, torch.arange(64)) and torch.equal(
+        perm.sort().values, torch.arange(64)
+    )
+    vocab_new = truth.new_vocab(VOCAB)
+    assert all(vocab_new[t] == int(perm[i]) for t, i in VOCAB.items())
+    ids = _ids(4)
+    old_lora = _old_lora(old, ATTN)
+    with torch.no_grad():
+        # the new model reads new ids and scores the new vocabulary
+        torch.testing.assert_close(
+            new(input_ids=perm[ids]).logits[..., perm], old(input_ids=ids).logits, atol=1e-5, rtol=0
+        )
+        want = old_lora(input_ids=ids).logits
+    state, report = _transfer(old, new, get_peft_model_state_dict(old_lora), ids, vocab_new)
+    torch.testing.assert_close(report.transfer_matrix, truth.rotation, atol=1e-4, rtol=0)
+    with torch.no_grad():
+        got = prepare_lft_model(copy.deepcopy(new), state, report.lora_config)(
+            input_ids=perm[ids]
+        ).logits[..., perm]
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    # with the old vocabulary the transfer matrix is wrong (rows of other tokens are matched)
+    _, wrong = _transfer(old, new, get_peft_model_state_dict(old_lora), ids)
+    assert float((wrong.transfer_matrix - truth.rotation).abs().max()) > 0.1
+
+
+def test_widened_inserted_permuted_update_all_at_once():
+    old = tiny_qwen2(seed=5)
+    new, truth = derive_updated_model(
+        old, seed=6, hidden_size=40, insert_layer_at=(1, 2), permute_vocab=True
+    )
+    adapter = get_peft_model_state_dict(_old_lora(old, "all-linear"))
+    state, report = _transfer(old, new, adapter, _ids(7, 64), truth.new_vocab(VOCAB))
+    torch.testing.assert_close(report.transfer_matrix, truth.rotation, atol=1e-4, rtol=0)
+    assert report.layer_map == truth.layer_map == [0, 2]
+    for i, perm in truth.head_perms.items():
+        np.testing.assert_array_equal(report.head_maps[i], perm)
+    assert state[next(k for k in state if "q_proj.lora_A" in k)].shape == (4, 40)
+
+
+def test_derive_updated_model_bad_inputs():
+    old = tiny_llama(seed=0)
+    with pytest.raises(ValueError, match="hidden_size must be >= the old hidden size 32"):
+        derive_updated_model(old, hidden_size=16)
+    with pytest.raises(ValueError, match="hidden_size"):
+        derive_updated_model(old, hidden_size=0)
+    with pytest.raises(ValueError, match=r"insert_layer_at must lie in \[0, 2\], got 3"):
+        derive_updated_model(old, insert_layer_at=(1, 3))
+    with pytest.raises(TypeError, match="insert_layer_at must be an int"):
+        derive_updated_model(old, insert_layer_at=1.0)
+    with pytest.raises(ValueError, match="tied"):
+        derive_updated_model(tiny_llama(seed=0, tie_word_embeddings=True), hidden_size=48)
+    _, truth = derive_updated_model(old, permute_vocab=True)
+    with pytest.raises(ValueError, match="outside"):
+        truth.new_vocab({"x": 64})
+
+
 @pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 def test_reads_and_writes_standard_peft_weights(tmp_path):
     old = tiny_llama(seed=0)

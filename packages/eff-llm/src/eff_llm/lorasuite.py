@@ -40,6 +40,7 @@ Named discrepancies (the spec's traps):
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -664,18 +665,52 @@ def prepare_lft_model(model: nn.Module, lora_state: Mapping[str, torch.Tensor], 
 
 @dataclass
 class UpdateTruth:
-    """The transformation :func:`derive_updated_model` applied: residual rotation (W_x = rotation),
-    old head a → new head ``head_perms[i][a]`` in old layer i, old layer i → new ``layer_map[i]``."""
+    """The transformation :func:`derive_updated_model` applied: the residual map ``rotation``
+    (W_x, d_old × d_new with orthonormal rows: a rotation when the width is kept), old head a →
+    new head ``head_perms[i][a]`` in old layer i, old layer i → new ``layer_map[i]``, the new-model
+    indices of the inserted layers (``inserted_layer``: the first, or None) and the token-id
+    permutation (old id t → new id ``vocab_permutation[t]``; None when the ids are kept)."""
 
     rotation: torch.Tensor
     head_perms: dict[int, np.ndarray]
     layer_map: list[int]
     inserted_layer: int | None
+    inserted_layers: tuple[int, ...] = ()
+    vocab_permutation: torch.Tensor | None = None
+
+    def new_vocab(self, vocab_old: Mapping[str, int]) -> dict[str, int]:
+        """The new model's vocabulary (token string → new id) from the old one's."""
+        if self.vocab_permutation is None:
+            return dict(vocab_old)
+        n = len(self.vocab_permutation)
+        bad = [t for t, i in vocab_old.items() if not 0 <= i < n]
+        if bad:
+            raise ValueError(f"vocab_old has ids outside [0, {n}): {bad[:8]}")
+        return {t: int(self.vocab_permutation[i]) for t, i in vocab_old.items()}
 
 
 def _random_orthogonal(d: int, gen: torch.Generator) -> torch.Tensor:
     q, r = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))
     return (q * torch.sign(torch.diagonal(r))).float()
+
+
+def _insert_positions(insert_layer_at: int | Sequence[int] | None, n_old: int) -> list[int]:
+    if insert_layer_at is None:
+        return []
+    if isinstance(insert_layer_at, int):
+        positions = [insert_layer_at]
+    elif isinstance(insert_layer_at, Sequence) and not isinstance(insert_layer_at, str):
+        positions = list(insert_layer_at)
+    else:
+        positions = [insert_layer_at]  # rejected below
+    for p in positions:
+        if isinstance(p, bool) or not isinstance(p, int):
+            raise TypeError(
+                f"insert_layer_at must be an int, a sequence of ints or None, got {insert_layer_at!r}"
+            )
+        if not 0 <= p <= n_old:
+            raise ValueError(f"insert_layer_at must lie in [0, {n_old}], got {p}")
+    return sorted(positions)
 
 
 @torch.no_grad()
@@ -685,16 +720,27 @@ def derive_updated_model(
     seed: int = 0,
     rotate: bool = True,
     permute_heads: bool = True,
-    insert_layer_at: int | None = 1,
+    insert_layer_at: int | Sequence[int] | None = 1,
     insert_scale: float = 0.1,
+    hidden_size: int | None = None,
+    permute_vocab: bool = False,
 ) -> tuple[nn.Module, UpdateTruth]:
     """A Llama/Qwen2-style "new version" of ``old_model`` by a known transformation (spec):
-    fold the RMSNorm weights into the next linear layers, rotate the residual stream by a random
-    orthogonal Q (E, lm_head and input-side weights × Q; o/down: Qᵀ ×), permute the heads of every
-    layer (whole key/value groups with grouped-query attention), and insert a randomly initialised
-    layer at ``insert_layer_at`` with its o/down weights × ``insert_scale``.
+    fold the RMSNorm weights into the next linear layers, map the residual stream by W_x (E,
+    lm_head and input-side weights × W_x; o/down: W_xᵀ ×), permute the heads of every layer (whole
+    key/value groups with grouped-query attention), and insert randomly initialised layers with
+    their o/down weights × ``insert_scale``.
 
-    Without the insertion the new model computes exactly the old function (up to float error).
+    ``rotate``: W_x is a random orthogonal map (else the identity, or [I 0] when widening).
+    ``insert_layer_at``: old-model positions p ∈ [0, n_old]; a new layer is inserted before old
+    layer p (p = n_old: at the end), one per entry (repeats insert several at one place); None
+    inserts nothing. ``hidden_size``: the new width d_new ≥ d_old (default: kept); W_x then has
+    orthonormal rows, the input-side weights carry √(d_old/d_new) and the RMSNorm ε is scaled by
+    d_old/d_new, so the map stays exact (heads keep their number and size). ``permute_vocab``:
+    the new model's token ids are a random permutation of the old ones (``UpdateTruth.new_vocab``
+    gives the vocabulary to pass to :func:`transfer_lora`).
+
+    Without insertions the new model computes exactly the old function (up to float error).
     """
     import copy
 
@@ -702,22 +748,47 @@ def derive_updated_model(
     heads, kv_heads = _head_counts(old_model)
     cfg = copy.deepcopy(old_model.config)
     n_old = len(old_layers)
-    if insert_layer_at is not None and not 0 <= insert_layer_at <= n_old:
-        raise ValueError(f"insert_layer_at must lie in [0, {n_old}], got {insert_layer_at}")
-    cfg.num_hidden_layers = n_old + (insert_layer_at is not None)
+    positions = _insert_positions(insert_layer_at, n_old)
+    check_positive("insert_scale", insert_scale, strict=False)
+    d = cfg.hidden_size
+    d_new = d if hidden_size is None else hidden_size
+    check_positive("hidden_size", d_new, integer=True)
+    if d_new < d:
+        raise ValueError(
+            f"hidden_size must be >= the old hidden size {d} (a narrower model cannot compute the "
+            f"old function exactly), got {d_new}"
+        )
+    tied = old_model.get_output_embeddings().weight is old_model.get_input_embeddings().weight
+    if d_new != d and tied:
+        raise ValueError(
+            "widening a model with tied input/output embeddings is not supported: the LM head "
+            "would need a different scale from the embedding"
+        )
+    hd = old_layers[0].self_attn.q_proj.out_features // heads
+    cfg.num_hidden_layers = n_old + len(positions)
     if getattr(cfg, "layer_types", None) is not None:
         cfg.layer_types = [cfg.layer_types[0]] * cfg.num_hidden_layers
+    if d_new != d:
+        cfg.hidden_size = d_new
+        cfg.head_dim = hd  # heads keep their size (the default head_dim would grow)
+        cfg.rms_norm_eps = cfg.rms_norm_eps * d / d_new
     gen = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         new_model = type(old_model)(cfg).float().eval()
-    d = cfg.hidden_size
-    Q = _random_orthogonal(d, gen) if rotate else torch.eye(d)
-    layer_map = [
-        i + int(insert_layer_at is not None and i >= insert_layer_at) for i in range(n_old)
-    ]
+    if d_new == d:
+        Q = _random_orthogonal(d, gen) if rotate else torch.eye(d)
+    else:
+        Q = (_random_orthogonal(d_new, gen) if rotate else torch.eye(d_new))[:d]
+    scale = math.sqrt(d / d_new)  # undoes the RMSNorm's √(d_new/d_old) on a widened stream
+
+    def fold(w: torch.Tensor) -> torch.Tensor:
+        return w @ Q if d_new == d else (w @ Q) * scale
+
+    # old layer i → new i + (number of insertions before it)
+    layer_map = [i + sum(p <= i for p in positions) for i in range(n_old)]
+    inserted = sorted(set(range(cfg.num_hidden_layers)) - set(layer_map))
     new_layers = _decoder_layers(new_model, None)
-    hd = old_layers[0].self_attn.q_proj.out_features // heads
     n_rep = heads // kv_heads
     perms: dict[int, np.ndarray] = {}
     for i, old_l in enumerate(old_layers):
@@ -737,7 +808,7 @@ def derive_updated_model(
             ("v_proj", w_in, kv_perm),
         ):
             src, dst = getattr(old_l.self_attn, name), getattr(new_l.self_attn, name)
-            w = (src.weight.float() * norm_w) @ Q
+            w = fold(src.weight.float() * norm_w)
             dst.weight.copy_(_permute_blocks(w, rows, hd, dim=0))
             if src.bias is not None:
                 dst.bias.copy_(_permute_blocks(src.bias.float()[:, None], rows, hd, dim=0)[:, 0])
@@ -747,26 +818,41 @@ def derive_updated_model(
             o_dst.bias.copy_(Q.t() @ o_src.bias.float())
         for name in ("gate_proj", "up_proj"):
             getattr(new_l.mlp, name).weight.copy_(
-                (getattr(old_l.mlp, name).weight.float() * w_post) @ Q
+                fold(getattr(old_l.mlp, name).weight.float() * w_post)
             )
         new_l.mlp.down_proj.weight.copy_(Q.t() @ old_l.mlp.down_proj.weight.float())
         new_l.input_layernorm.weight.fill_(1.0)
         new_l.post_attention_layernorm.weight.fill_(1.0)
-    if insert_layer_at is not None:
-        extra = new_layers[insert_layer_at]
-        extra.self_attn.o_proj.weight.mul_(insert_scale)
-        extra.mlp.down_proj.weight.mul_(insert_scale)
+    for j in inserted:
+        new_layers[j].self_attn.o_proj.weight.mul_(insert_scale)
+        new_layers[j].mlp.down_proj.weight.mul_(insert_scale)
+    vocab = old_model.get_input_embeddings().weight.shape[0]
+    # drawn last, so the other draws (and the defaults' results) do not depend on it
+    perm = torch.randperm(vocab, generator=gen) if permute_vocab else None
+
+    def to_new_ids(w: torch.Tensor) -> torch.Tensor:
+        if perm is None:
+            return w
+        out = torch.empty_like(w)
+        out[perm] = w  # old token t sits at row perm[t] of the new model
+        return out
+
     new_model.get_input_embeddings().weight.copy_(
-        old_model.get_input_embeddings().weight.float() @ Q
+        to_new_ids(old_model.get_input_embeddings().weight.float() @ Q)
     )
     final_norm = old_model.model.norm.weight.float()
     new_model.model.norm.weight.fill_(1.0)
     head_old, head_new = old_model.get_output_embeddings(), new_model.get_output_embeddings()
-    head_new.weight.copy_((head_old.weight.float() * final_norm) @ Q)
+    head_new.weight.copy_(to_new_ids(fold(head_old.weight.float() * final_norm)))
     if getattr(head_old, "bias", None) is not None:
-        head_new.bias.copy_(head_old.bias)
+        head_new.bias.copy_(to_new_ids(head_old.bias.float()[:, None])[:, 0])
     truth = UpdateTruth(
-        rotation=Q, head_perms=perms, layer_map=layer_map, inserted_layer=insert_layer_at
+        rotation=Q,
+        head_perms=perms,
+        layer_map=layer_map,
+        inserted_layer=inserted[0] if inserted else None,
+        inserted_layers=tuple(inserted),
+        vocab_permutation=perm,
     )
     return new_model, truth
 
