@@ -103,3 +103,85 @@ def test_cli_reaches_the_new_settings(tmp_path):
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     assert data["settings"]["num_classes"] == 3 and len(data["runs"]) == 5
+    runs = {}
+    for shift in ("both", "structure"):
+        args = ["imgda", "--shift", shift, "--seeds", "0", "--epochs", "2"]
+        res = runner.invoke(app, [*args, "--json", str(out)])
+        assert res.exit_code == 0, res.output
+        data = json.loads(out.read_text())
+        assert data["settings"]["shift"] == shift
+        runs[shift] = [r["macro_f1"] for r in data["runs"]]
+    assert runs["structure"] != runs["both"]  # another target graph than the default's
+    bad = runner.invoke(app, ["imgda", "--shift", "edges"])
+    assert bad.exit_code != 0 and "--shift" in bad.output
+
+
+def test_structure_only_shift_keeps_the_source_features_and_the_sparser_target_graph():
+    import numpy as np
+    import torch
+
+    from eff_graph.data import csbm_domain_pair
+    from eff_shared.seeding import make_rng
+
+    src0, tgt0 = csbm_domain_pair(seed=3)
+    src, tgt = csbm_domain_pair(seed=3, shift="structure")
+    assert torch.equal(src.x, src0.x) and torch.equal(src.edge_index, src0.edge_index)
+    assert torch.equal(tgt.edge_index, tgt0.edge_index)  # the same sparser target graph
+    y = tgt.y.numpy()
+    mu = 0.45 * make_rng(3, 0).standard_normal((5, 32))  # the source's class means
+    eps = tgt.x.double().numpy() - mu[y]  # structure-only: source means, source noise 1.0
+    assert 0.9 < eps.std() < 1.1
+    # the default target draws the same noise (x 1.2) around shifted means: removing it leaves a
+    # per-class constant, away from the source mean
+    shifted = tgt0.x.double().numpy() - 1.2 * eps
+    for c in range(5):
+        assert shifted[y == c].std(axis=0).max() < 1e-5
+        assert np.linalg.norm(shifted[y == c][0] - mu[c]) > 0.5
+
+    def homophily(g):
+        ei = g.edge_index
+        return float((g.y[ei[0]] == g.y[ei[1]]).float().mean())
+
+    _, feat = csbm_domain_pair(seed=3, shift="feature")  # shifted features, source homophily
+    assert torch.equal(feat.x, tgt0.x)
+    assert homophily(feat) > homophily(tgt0) + 0.1
+    assert feat.edge_index.shape[1] > 1.3 * tgt0.edge_index.shape[1]
+    with pytest.raises(ValueError, match="shift"):
+        csbm_domain_pair(shift="edges")
+    with pytest.raises(ValueError, match="shift"):
+        imgda_repro.run_seed(0, {}, shift="none")
+
+
+def test_imgda_harder_settings_feed_the_full_mode_claims():
+    from eff_graph.data import long_tail_sizes
+    from eff_shared.reproduce import Result
+
+    assert long_tail_sizes(400, 5, imgda_repro.STRONG_IMBALANCE) == [400, 150, 56, 21, 8]
+    seeds = [0]
+    harder = imgda_repro.harder_settings(seeds, epochs=2)
+    strong, struct = harder["imbalance 50"][0], harder["structure-only shift"][0]
+    assert set(strong) == {imgda_repro.IMGDA, imgda_repro.SRC}
+    assert set(struct) == {imgda_repro.IMGDA, imgda_repro.CE_ONLY, imgda_repro.SRC}
+    # the settings are the generator's: the same runs as calling run_seed directly
+    direct = imgda_repro.run_seed(
+        0, {imgda_repro.IMGDA: imgda_repro.METHODS[imgda_repro.IMGDA]}, imbalance=50.0, epochs=2
+    )[imgda_repro.IMGDA]
+    assert direct["recall"] == strong[imgda_repro.IMGDA]["recall"]
+    default = imgda_repro.run_seed(
+        0, {imgda_repro.CE_ONLY: imgda_repro.METHODS[imgda_repro.CE_ONLY]}, epochs=2
+    )[imgda_repro.CE_ONLY]
+    assert default["f1"] != struct[imgda_repro.CE_ONLY]["f1"]  # a different target graph pair
+    result = Result("graph.imgda", "full", 0)
+    recall, gap = imgda_repro._harder_claims(result, harder, seeds)
+    assert recall.values == (strong[imgda_repro.IMGDA]["recall"][-1],)
+    assert recall.threshold == 0.4 and recall.expected == "reproduces"
+    want = struct[imgda_repro.IMGDA]["f1"] - struct[imgda_repro.CE_ONLY]["f1"]
+    assert gap.values == (want,) and gap.threshold == 0.01 and gap.expected == "xfail"
+    assert recall.modes == ("full",) and gap.modes == ("full",)
+    assert [r["method"] for r in result.table] == [
+        "imbalance 50: ImGDA",
+        "imbalance 50: GCN source-only",
+        "structure-only shift: ImGDA",
+        "structure-only shift: dual-branch CE only",
+        "structure-only shift: GCN source-only",
+    ]

@@ -66,6 +66,13 @@ def imgda_cmd(
         str, typer.Option("--cross-domain", help="infonce | official")
     ] = "infonce",
     prototypes: Annotated[str, typer.Option("--prototypes", help="anchors | all")] = "anchors",
+    shift: Annotated[
+        str,
+        typer.Option(
+            "--shift",
+            help="Target shift: both (features and sparser graph) | structure | feature.",
+        ),
+    ] = "both",
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the per-run results as JSON.")
     ] = None,
@@ -79,11 +86,12 @@ def imgda_cmd(
         warnings.filterwarnings("ignore", message=".*torch.jit.script", category=FutureWarning)
         from eff_graph.da import DANNGCN, ClassBalancedGCN, SourceOnlyGCN
         from eff_graph.imgda import CROSS_DOMAIN, GLOBAL_OPS, PROTOTYPES, ImGDA
-    from eff_graph.data import csbm_domain_pair
+    from eff_graph.data import SHIFTS, csbm_domain_pair
     from eff_graph.metrics import accuracy, macro_f1, per_class_recall
     from eff_shared.report import format_value
 
     torch.set_num_threads(1)
+    _choice(shift, SHIFTS, "--shift")
     _choice(global_op, GLOBAL_OPS, "--global-op")
     _choice(cross_domain, CROSS_DOMAIN, "--cross-domain")
     _choice(prototypes, PROTOTYPES, "--prototypes")
@@ -110,7 +118,9 @@ def imgda_cmd(
     rows = []
     for s in seed_list:
         try:
-            source, target = csbm_domain_pair(num_classes=c, imbalance=imbalance, seed=s)
+            source, target = csbm_domain_pair(
+                num_classes=c, imbalance=imbalance, seed=s, shift=shift
+            )
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--imbalance") from exc
         for name, make in methods.items():
@@ -133,7 +143,8 @@ def imgda_cmd(
         )
     _print_table(
         f"eff graph imgda: imbalance {imbalance:g}, {epochs} epochs, global op {global_op}, "
-        f"cross-domain {cross_domain}, prototypes {prototypes} (last epoch, target graph)",
+        f"cross-domain {cross_domain}, prototypes {prototypes}, shift {shift} "
+        "(last epoch, target graph)",
         ["method", "seed", "macro-F1", "accuracy", "minority recall"],
         lines,
     )
@@ -148,6 +159,7 @@ def imgda_cmd(
                     "global_op": global_op,
                     "cross_domain": cross_domain,
                     "prototypes": prototypes,
+                    "shift": shift,
                     "seeds": seed_list,
                 },
                 "runs": rows,

@@ -23,6 +23,7 @@ __all__ = [
     "CHAIN",
     "HOPS",
     "PASSES",
+    "SHIFTS",
     "Chunk",
     "Question",
     "Triple",
@@ -36,6 +37,13 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # Contextual SBM source/target pair (ImGDA)
 # --------------------------------------------------------------------------------------------
+
+
+SHIFTS = (
+    "both",
+    "structure",
+    "feature",
+)  # csbm_domain_pair(shift=...): which shifts the target gets
 
 
 def _check_imbalance(imbalance: float) -> None:
@@ -98,6 +106,8 @@ def csbm_domain_pair(
     p_in: tuple[float, float] = (0.03, 0.015),
     p_out: float = 0.004,
     seed: int = 0,
+    *,
+    shift: str = "both",
 ) -> tuple[Data, Data]:
     """A class-imbalanced source graph and a balanced, shifted target graph (contextual SBMs).
 
@@ -108,6 +118,12 @@ def csbm_domain_pair(
     (``R`` a Haar-random rotation, ``ξ`` standard normal, ``s = feature_shift``), noise ``noise[1]``,
     and **structure shift** (homophily ``p_in[1]`` instead of ``p_in[0]``; ``p_out`` in both).
     Nodes are ordered by class. ``y`` is set on both graphs; the target's labels are for evaluation.
+
+    ``shift`` picks which of the two shifts the target gets (one of :data:`SHIFTS`): ``"both"``
+    (default, the spec's pair), ``"structure"`` (same feature distribution as the source: ``μ_t = μ``
+    and noise ``noise[0]``; only the target graph is sparser, ``p_in[1]``) or ``"feature"`` (the
+    source's homophily ``p_in[0]`` on the target; features shifted as above). The random draws are
+    the same for every ``shift`` (the graphs differ only in the shift that is switched off).
     """
     import torch
     from torch_geometric.data import Data
@@ -126,12 +142,19 @@ def csbm_domain_pair(
         check_positive("noise", v, strict=False)
     for v in (*p_in, p_out):
         _check_prob("p_in/p_out", v)
+    if shift not in SHIFTS:
+        raise ValueError(f"shift must be one of {SHIFTS}, got {shift!r}")
     sizes = long_tail_sizes(source_max, num_classes, imbalance)
 
     mu = mean_scale * make_rng(seed, 0).standard_normal((num_classes, num_features))
     rot = _rotation(num_features, make_rng(seed, 1))
     mix = (1 - feature_shift) * np.eye(num_features) + feature_shift * rot
     mu_t = mu @ mix + mean_noise * make_rng(seed, 2).standard_normal(mu.shape)
+    sigma_t, pin_t = noise[1], p_in[1]
+    if shift == "structure":  # the source's p(x | y) on the target: only the edges shift
+        mu_t, sigma_t = mu, noise[0]
+    elif shift == "feature":
+        pin_t = p_in[0]
 
     def graph(means: np.ndarray, counts: list[int], sigma: float, pin: float, key: int) -> Data:
         y = np.repeat(np.arange(num_classes), counts)
@@ -144,7 +167,7 @@ def csbm_domain_pair(
         )
 
     source = graph(mu, sizes, noise[0], p_in[0], 3)
-    target = graph(mu_t, [target_per_class] * num_classes, noise[1], p_in[1], 5)
+    target = graph(mu_t, [target_per_class] * num_classes, sigma_t, pin_t, 5)
     return source, target
 
 

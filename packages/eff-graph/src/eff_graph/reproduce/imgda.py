@@ -8,7 +8,10 @@ selection on target labels). ImGDA: shared weights on the GCN and PPR (α 0.15, 
 top-50-degree anchors, ``τ_c`` with τ0 0.5, intended cross-domain InfoNCE (top 30 % per pseudo-class,
 from 50 % of the epochs, weight 0.1). Seeds ``seed, seed+1, seed+2`` (data and model) in both modes;
 full mode adds UDAGCN, ImGDA with the release's PPMI operator and ImGDA with the release's other
-settings. Claims are the spec's "(a)" thresholds.
+settings. Claims are the spec's "(a)" thresholds. Full mode also judges two of them in harder
+settings (issue #26; :func:`harder_settings`): the minority recall at imbalance 50 (smallest source
+class 8 nodes) and ImGDA vs its CE-only ablation under a structure-only shift
+(``csbm_domain_pair(shift="structure")``: the source's feature distribution on a sparser target).
 
 Beyond the defaults: :func:`run_seed` takes ``num_classes`` and ``imbalance`` (the generator's
 ``C`` and ρ) and ``epochs``; every factory in :data:`METHODS` / :data:`FULL_METHODS` takes
@@ -37,13 +40,24 @@ from eff_graph.imgda import (
 from eff_graph.metrics import accuracy, macro_f1, per_class_recall
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["EPOCHS", "HIDDEN", "IMBALANCE", "METHODS", "C", "run", "run_seed"]
+__all__ = [
+    "EPOCHS",
+    "HIDDEN",
+    "IMBALANCE",
+    "METHODS",
+    "STRONG_IMBALANCE",
+    "C",
+    "harder_settings",
+    "run",
+    "run_seed",
+]
 
 EPOCHS = 100
 HIDDEN = 64
 ANCHORS = 50
 C = 5  # classes of the spec's domain pair
 IMBALANCE = 20.0  # source imbalance factor ρ of the spec's domain pair
+STRONG_IMBALANCE = 50.0  # issue #26: source classes [400, 150, 56, 21, 8]
 
 IMGDA = "ImGDA"
 SRC, BAL, DANN, CE_ONLY = (
@@ -97,6 +111,7 @@ def run_seed(
     num_classes: int = C,
     imbalance: float = IMBALANCE,
     epochs: int | None = None,
+    shift: str = "both",
 ) -> dict[str, dict[str, Any]]:
     """Train every method on the seed's domain pair; target macro-F1, accuracy, recalls, seconds.
 
@@ -105,8 +120,11 @@ def run_seed(
     empty); ``recall`` then has ``num_classes`` entries, the last one the minority class. A factory
     is called as ``make(seed, num_classes)`` (``make(seed)`` at the default C, so one-argument
     factories keep working). ``epochs`` (default: each model's own, 100 here) overrides the
-    training length."""
-    source, target = csbm_domain_pair(num_classes=num_classes, imbalance=imbalance, seed=seed)
+    training length. ``shift`` (``"both"``, ``"structure"``, ``"feature"``) picks the target's
+    shift (:func:`csbm_domain_pair`)."""
+    source, target = csbm_domain_pair(
+        num_classes=num_classes, imbalance=imbalance, seed=seed, shift=shift
+    )
     out = {}
     for name, make in methods.items():
         t0 = time.perf_counter()
@@ -209,6 +227,66 @@ def _determinism(seed: int, epochs: int) -> float:
     return abs(f1[0] - f1[1])
 
 
+HARDER = ("imbalance 50", "structure-only shift")
+
+
+def harder_settings(seeds: list[int], epochs: int | None = None) -> dict[str, dict[int, Any]]:
+    """The spec's claims in two harder settings (issue #26), per seed: ``"imbalance 50"`` runs
+    ImGDA and the source-only GCN on the pair with ρ = :data:`STRONG_IMBALANCE` (source classes
+    [400, 150, 56, 21, 8]); ``"structure-only shift"`` runs ImGDA, its CE-only ablation and the
+    source-only GCN on ``csbm_domain_pair(shift="structure")`` (same class means and noise as the
+    source, target homophily 0.015 instead of 0.03). Returns ``{setting: {seed: run_seed(...)}}``."""
+    pick = {k: METHODS[k] for k in (IMGDA, CE_ONLY, SRC)}
+    return {
+        HARDER[0]: {
+            s: run_seed(
+                s, {k: pick[k] for k in (IMGDA, SRC)}, imbalance=STRONG_IMBALANCE, epochs=epochs
+            )
+            for s in seeds
+        },
+        HARDER[1]: {s: run_seed(s, pick, shift="structure", epochs=epochs) for s in seeds},
+    }
+
+
+#: expected verdicts set by the first full run (seeds 0-4, 100 epochs)
+_HARDER_REASON = (
+    "mean -0.042 [-0.054, -0.017] over seeds 0-4, 0/5 seeds on the claimed side: without a "
+    "feature shift CE alone transfers well (0.846) and the cross-branch prototype contrast costs "
+    "-0.05 (ImGDA with it alone 0.79); the cross-domain InfoNCE alone adds +0.00 to +0.03"
+)
+
+
+def _harder_claims(
+    result: Result, harder: dict[str, dict[int, Any]], seeds: list[int]
+) -> list[Claim]:
+    """Table rows and the two paper claims of :func:`harder_settings`."""
+    minority = C - 1
+    for setting, runs in harder.items():
+        for name in runs[seeds[0]]:
+            row: dict[str, Any] = {"method": f"{setting}: {name}"}
+            row.update({f"F1 seed {s}": runs[s][name]["f1"] for s in seeds})
+            row["mean F1"] = float(np.mean([runs[s][name]["f1"] for s in seeds]))
+            row["mean accuracy"] = float(np.mean([runs[s][name]["acc"] for s in seeds]))
+            row["minority recall"] = float(
+                np.mean([runs[s][name]["recall"][minority] for s in seeds])
+            )
+            row["s per run"] = float(np.mean([runs[s][name]["seconds"] for s in seeds]))
+            result.table.append(row)
+    strong, struct = harder[HARDER[0]], harder[HARDER[1]]
+    kw: dict[str, Any] = {"seeds": seeds, "paper": _PAPER, "statistic": "mean", "modes": ("full",)}
+    return [
+        paper_claim(  # the same claim as at rho 20; it holds at zero margin (0.400)
+            "ImGDA target recall of the minority class, imbalance 50 (8 source nodes)",
+            [strong[s][IMGDA]["recall"][minority] for s in seeds], 0.4, ">=", **kw,
+        ),
+        paper_claim(
+            "structure-only shift: F1(ImGDA) - F1(dual-branch CE only), target macro-F1",
+            [struct[s][IMGDA]["f1"] - struct[s][CE_ONLY]["f1"] for s in seeds], 0.01, ">=",
+            expected="xfail", reason=_HARDER_REASON, **kw,
+        ),
+    ]  # fmt: skip
+
+
 PAPER_TITLE = (
     "Dual Prototype-Enhanced Contrastive Framework for Class-Imbalanced Graph Domain Adaptation"
 )
@@ -274,6 +352,10 @@ def _run(mode: Mode, seed: int) -> Result:
             [runs[s][IMGDA]["recall"][minority] for s in seeds], 0.4, ">=", statistic="mean", **kw,
         ),
     ]  # fmt: skip
+    harder: dict[str, dict[int, Any]] = {}
+    if mode == "full":
+        harder = harder_settings(seeds)
+        result.claims += _harder_claims(result, harder, seeds)
     mech, op_costs = _mechanics(seed)
     result.claims += mech
     if mode == "full":
@@ -305,6 +387,14 @@ def _run(mode: Mode, seed: int) -> Result:
             **costs,
         }
     )
+    if harder:
+        result.metrics["harder_settings"] = {
+            setting: {
+                str(s): {m: {k: v for k, v in r.items() if k != "history"} for m, r in rs.items()}
+                for s, rs in runs.items()
+            }
+            for setting, runs in harder.items()
+        }
     hist = runs[seed][IMGDA]["history"]
     result.add_series(
         "imgda_loss",
@@ -328,5 +418,9 @@ def _run(mode: Mode, seed: int) -> Result:
             "(its log(P·N/L) weights depend on the graph size, so source and target operators differ "
             "in scale at 740/1,500 nodes); ImGDA with prototypes='all', cross_domain='official' "
             "(from epoch 0, weight 1) and source offsets.",
+            "Harder settings (issue #26; rows 'imbalance 50: ...' and 'structure-only shift: ...'): "
+            "source imbalance 50 (classes [400, 150, 56, 21, 8]) and a structure-only shift "
+            "(csbm_domain_pair(shift='structure'): source class means and noise on the target, "
+            "target homophily 0.015 vs 0.03).",
         ]
     return result
