@@ -1,4 +1,4 @@
-"""eff-games: A vectorised extensive-form game engine with RTCFR+ (last-iterate convergence) and the CFR family; numpy/scipy only, no torch.
+"""eff-games: A vectorised extensive-form game engine with RTCFR+ (last-iterate convergence) and the CFR family; numpy/scipy with compiled numba kernels, no torch.
 
 RTCFR+ is from Meng et al., "Efficient Last-Iterate Convergence in Solving Extensive-Form Games"
 (NeurIPS 2025). Games are built once into flattened sequence-form arrays (:mod:`eff_games.efg`);
