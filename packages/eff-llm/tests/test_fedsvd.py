@@ -382,3 +382,51 @@ def test_quick_reproduction_claims():
     # the learning comparisons are measured on the same seed and sigma for every method
     sigmas = {row["sigma"] for row in result.table if row["method"] != "base (no adaptation)"}
     assert len(sigmas) == 1 and np.isfinite(result.metrics["epsilon_spent"])
+
+
+def test_public_setup_and_federate_run_a_user_experiment():
+    """A user's experiment through the public reproduction functions: the default setup, then
+    another σ (no noise) and fewer clients on the same task, FedSVD only."""
+    from dataclasses import replace
+
+    from eff_llm.reproduce.fedsvd import (
+        METHODS,
+        FederationResult,
+        FedSVDRunConfig,
+        FedSVDSetup,
+        federate,
+        setup,
+    )
+
+    cfg = FedSVDRunConfig(rounds=2, local_steps=2, n_train=600, clients=4, clients_per_round=2)
+    data = setup(cfg, 3)
+    assert isinstance(data, FedSVDSetup) and len(data.client_data) == 4
+    assert data.steps == 4 and data.sigma > 0
+    assert sum(len(x) for x, _ in data.client_data) == 600
+    out = federate(cfg, 3, data)
+    assert isinstance(out, FederationResult)
+    assert set(out.accuracy) == {"base (no adaptation)", *METHODS}
+    assert out.upload_bytes["FedSVD"] == [32 * 4 * 4] and out.upload_bytes["FedAvg-LoRA"] == [
+        (32 + 64) * 4 * 4
+    ]
+    assert all(0.0 <= a <= 1.0 for a in out.accuracy.values())
+    # the same call again is the same result (seeded), and σ = 0 changes it
+    assert federate(cfg, 3, data).accuracy == out.accuracy
+    quiet = replace(data, sigma=0.0, client_data=data.client_data[:2])
+    only = federate(cfg, 3, quiet, methods=("FedSVD",))
+    assert set(only.accuracy) == {"base (no adaptation)", "FedSVD"}
+    assert only.accuracy["base (no adaptation)"] == out.accuracy["base (no adaptation)"]
+    with pytest.raises(ValueError, match="methods must be a non-empty subset"):
+        federate(cfg, 3, data, methods=("FedProx",))
+    with pytest.raises(TypeError, match="data"):
+        federate(cfg, 3, data={"sigma": 1.0})
+    with pytest.raises(TypeError, match="cfg"):
+        setup({"rank": 4}, 0)
+    with pytest.raises(ValueError, match="sigma"):
+        replace(data, sigma=-1.0)
+    with pytest.raises(ValueError, match=r"client_data\[0\]"):
+        replace(data, client_data=[(data.task.x_train[:3], data.task.y_train[:2])])
+    with pytest.raises(ValueError, match="clients_per_round"):
+        FedSVDRunConfig(clients=2, clients_per_round=3)
+    with pytest.raises(ValueError, match="rounds"):
+        FedSVDRunConfig(rounds=0)

@@ -1,6 +1,7 @@
 """OmniDraft: translator and cache, exact greedy equivalence, distribution preservation, losses."""
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -640,3 +641,48 @@ def test_draft_logits_processor_sees_the_draft_context_and_keeps_the_output_exac
     with pytest.raises(TypeError, match="draft_logits_processor must be a LogitsProcessorList"):
         omnidraft_generate(target, drafter, tok_t, tok_d, ids, max_new_tokens=2,
                            draft_logits_processor=proc)  # fmt: skip
+
+
+def test_build_pair_with_a_user_metaspace_drafter_tokenizer():
+    """A drafter tokenizer built offline (SentencePiece-style Metaspace BPE): the drafter is built
+    for and trained on its vocabulary, and OmniDraft stays exact with it."""
+    import math
+
+    from eff_llm.reproduce.omnidraft import corpus_data, train_docstring_lm
+
+    docs = stdlib_docstrings()
+    meta = _metaspace_bpe(docs[: round(0.9 * len(docs))], 500)
+    small = {"target_hidden": 32, "target_heads": 2, "target_ffn": 64, "draft_hidden": 32,
+             "draft_ffn": 64, "steps": 30, "target_vocab": 600}  # fmt: skip
+    cfg = OmniDraftRunConfig(**small, draft_tokenizer=meta)
+    pair = build_pair(cfg, 0)
+    drafter, tok_d, tok_t = pair["drafter"], pair["tok_d"], pair["tok_t"]
+    assert drafter.get_input_embeddings().weight.shape[0] == meta.get_vocab_size() == len(tok_d)
+    text = "Return the value of the key"
+    assert (
+        tok_d.encode(text, add_special_tokens=False)
+        == meta.encode(text, add_special_tokens=False).ids
+    )
+    assert tok_d.convert_ids_to_tokens(tok_d.encode(text, add_special_tokens=False))[0][0] == "▁"
+    assert pair["val_ce_drafter"] < math.log(len(tok_d))  # trained on the Metaspace stream
+    data = corpus_data(cfg, "draft")
+    assert data.vocab_size == meta.get_vocab_size() and int(data.train.max()) < data.vocab_size
+    # the same tokenizer as a transformers fast tokenizer: the same drafter
+    via_hf = build_pair(replace(cfg, draft_tokenizer=hf_tokenizer(meta)), 0)["drafter"]
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(via_hf.state_dict().values(), drafter.state_dict().values(), strict=True)
+    )
+    target = pair["target"]
+    texts = prompts(2, "val", 40)
+    refs = greedy_references(target, tok_t, texts, 12)
+    for text, ref in zip(texts, refs, strict=True):
+        ids = torch.tensor([tok_t.encode(text, add_special_tokens=False)])
+        out = omnidraft_generate(target, drafter, tok_t, tok_d, ids, max_new_tokens=12)
+        assert torch.equal(out.sequences, ref)
+    with pytest.raises(TypeError, match=r"draft_tokenizer must be a tokenizers\.Tokenizer"):
+        OmniDraftRunConfig(draft_tokenizer="sentencepiece.model")
+    with pytest.raises(ValueError, match="fewer than the data's vocabulary"):
+        train_docstring_lm(tiny_llama(vocab_size=10), data, cfg, 0)
+    with pytest.raises(ValueError, match="role must be one of"):
+        corpus_data(cfg, "student")

@@ -234,3 +234,45 @@ def test_quick_reproduction_claims():
     null = result.metrics["null"]
     assert null["heavywater_monte_carlo"] <= 0.02 and null["heavywater_normal"] > 0
     assert any("normal-approximation" in n for n in result.notes)
+
+
+def test_public_simulate_and_kgw_greenlists():
+    from eff_llm.reproduce.watermark import (
+        METHODS,
+        WatermarkRunConfig,
+        simulate,
+        synthetic_logits,
+    )
+    from eff_llm.watermark import kgw_greenlists
+
+    cfg = WatermarkRunConfig(vocab=200, tokens=20, seqs=12)
+    logits = synthetic_logits(cfg, 1)
+    assert logits.shape == (12, 20, 200) and logits.dtype == torch.float64
+    assert torch.equal(logits, synthetic_logits(cfg, 1))
+    out = {m: simulate(m, logits, cfg, 1) for m in ("kgw", "simplexwater")}
+    for r in out.values():
+        assert 0.0 <= r["tpr"] <= 1.0 and 0.0 <= r["auc"] <= 1.0
+        assert r["auc"] > 0.6 and r["mean_z"] > 0.5  # the watermark is there (null z ~ 0)
+    again = simulate("simplexwater", logits, cfg, 1)  # seeded
+    assert {k: v for k, v in again.items() if k != "ms_per_token"} == {
+        k: v for k, v in out["simplexwater"].items() if k != "ms_per_token"
+    }
+    # a user's own logits (here: a flatter LM, higher entropy -> easier detection for KGW)
+    flat = simulate("kgw", logits / 9.0, cfg, 1)
+    assert flat["mean_z"] > out["kgw"]["mean_z"]
+    green = kgw_greenlists(np.array([1, 2, 1], dtype=np.uint64), 40, 0.25)
+    assert green.shape == (3, 40) and green.sum(1).tolist() == [10, 10, 10]
+    assert torch.equal(green[0], green[2]) and not torch.equal(green[0], green[1])
+    with pytest.raises(ValueError, match="method must be one of"):
+        simulate("unigram", logits, cfg, 1)
+    with pytest.raises(ValueError, match=r"\(N, T, V\)"):
+        simulate("kgw", logits[0], cfg, 1)
+    with pytest.raises(ValueError, match="gamma"):
+        kgw_greenlists(np.array([1]), 40, 1.5)
+    with pytest.raises(ValueError, match="seeds must be a 1-D integer array"):
+        kgw_greenlists(np.array([1.5]), 40, 0.25)
+    with pytest.raises(ValueError, match="methods must be one of"):
+        WatermarkRunConfig(methods=("kgw", "aar"))
+    with pytest.raises(ValueError, match="kgw_gamma"):
+        WatermarkRunConfig(kgw_gamma=1.0)
+    assert set(METHODS) == set(WatermarkRunConfig().methods)

@@ -169,3 +169,35 @@ def test_quick_reproduction_claims_hold():
     assert non_inf.seeds == gain.seeds == (0, 1) and non_inf.values == gain.values
     assert non_inf.verdict("quick") == "pass"
     assert gain.headline and gain.verdict("quick") in ("xfail", "reproduced (unexpected)")
+
+
+def test_public_setup_and_one_shot_run_a_user_experiment():
+    from dataclasses import replace
+
+    from eff_llm.reproduce.yoco import OneShotResult, YOCORunConfig, YOCOSetup, one_shot, setup
+
+    cfg = YOCORunConfig(clients=3, epochs=1, n_train=300)
+    data = setup(cfg, 2)
+    assert isinstance(data, YOCOSetup) and len(data.client_data) == 3
+    yoco = one_shot(cfg, 2, data)
+    fedavg = one_shot(cfg, 2, data, yoco=False)
+    assert isinstance(yoco, OneShotResult) and yoco.targets is not None and fedavg.targets is None
+    for r in (yoco, fedavg):
+        assert 0.0 <= r.factor_accuracy <= 1.0 and 0.0 <= r.local_accuracy <= 1.0
+        assert len(r.aggregator.replies) == 3  # one upload per client, one round
+        assert sum(1 for c in r.run.comm if c.upload_bytes) == 3
+    assert (
+        yoco.factor_accuracy != fedavg.factor_accuracy
+        or yoco.local_accuracy != fedavg.local_accuracy
+    )
+    # a user's own clients: two of the three
+    two = one_shot(cfg, 2, replace(data, client_data=data.client_data[:2]))
+    assert len(two.aggregator.replies) == 2
+    with pytest.raises(TypeError, match="yoco"):
+        one_shot(cfg, 2, data, yoco="yes")
+    with pytest.raises(ValueError, match="a_reg must be one of"):
+        YOCORunConfig(a_reg="l2")
+    with pytest.raises(ValueError, match="clients"):
+        YOCORunConfig(clients=0)
+    with pytest.raises(ValueError, match="client_data must be a non-empty"):
+        YOCOSetup(data.task, [])

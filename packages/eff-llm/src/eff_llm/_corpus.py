@@ -33,6 +33,7 @@ __all__ = [
     "docstring_lm_data",
     "lm_windows",
     "stdlib_docstrings",
+    "tokenized_lm_data",
     "train_bpe",
     "validation_windows",
 ]
@@ -147,6 +148,30 @@ def docstring_lm_data(vocab_size: int = 1200, val_fraction: float = 0.1) -> LMDa
         val=stream(val_texts),
         vocab_size=tok.get_vocab_size(),
         tokenizer=tok,
+        sha256=corpus_sha256(texts),
+    )
+
+
+def tokenized_lm_data(tokenizer, val_fraction: float = 0.1) -> LMData:
+    """The docstring corpus tokenized with a user's ``tokenizers.Tokenizer`` (no special tokens),
+    split by position as :func:`docstring_lm_data` (the tokenizer is used as given, not trained)."""
+    from tokenizers import Tokenizer
+
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(f"tokenizer must be a tokenizers.Tokenizer, got {type(tokenizer).__name__}")
+    check_fraction("val_fraction", val_fraction, closed=False)
+    texts = stdlib_docstrings()
+    cut = round(len(texts) * (1 - val_fraction))
+
+    def stream(part: tuple[str, ...]) -> torch.Tensor:
+        enc = tokenizer.encode_batch(list(part), add_special_tokens=False)
+        return torch.tensor([i for e in enc for i in e.ids], dtype=torch.long)
+
+    return LMData(
+        train=stream(texts[:cut]),
+        val=stream(texts[cut:]),
+        vocab_size=tokenizer.get_vocab_size(),
+        tokenizer=tokenizer,
         sha256=corpus_sha256(texts),
     )
 

@@ -357,6 +357,14 @@ def omnidraft_cmd(
     distill: Annotated[
         str, typer.Option("--distill", help="none | dm | hybrid | all (dm and hybrid)")
     ] = "all",
+    target_tokenizer: Annotated[
+        Path | None,
+        typer.Option("--target-tokenizer", help="A tokenizer.json for the target (not trained)."),
+    ] = None,
+    draft_tokenizer: Annotated[
+        Path | None,
+        typer.Option("--draft-tokenizer", help="A tokenizer.json for the drafter (not trained)."),
+    ] = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the rows as JSON.")
     ] = None,
@@ -372,8 +380,22 @@ def omnidraft_cmd(
         raise typer.BadParameter(
             f"must be one of {list(choices)}, got {distill!r}", param_hint="--distill"
         )
+    from tokenizers import Tokenizer
+
+    toks = {}
+    for hint, path in (
+        ("--target-tokenizer", target_tokenizer),
+        ("--draft-tokenizer", draft_tokenizer),
+    ):
+        if path is not None:
+            try:
+                toks[hint] = Tokenizer.from_file(str(path))
+            except Exception as exc:  # tokenizers raises its own Exception type
+                raise typer.BadParameter(f"cannot read {path}: {exc}", param_hint=hint) from exc
     try:
         cfg = OmniDraftRunConfig(
+            target_tokenizer=toks.get("--target-tokenizer"),
+            draft_tokenizer=toks.get("--draft-tokenizer"),
             target_vocab=target_vocab,
             draft_vocab=draft_vocab,
             num_draft_tokens=k,
@@ -385,6 +407,10 @@ def omnidraft_cmd(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     out = experiment(cfg, seed)
+    t_size, d_size = (
+        toks[h].get_vocab_size() if h in toks else v
+        for h, v in (("--target-tokenizer", target_vocab), ("--draft-tokenizer", draft_vocab))
+    )
     rows = [
         {
             "mode": name,
@@ -397,7 +423,7 @@ def omnidraft_cmd(
         for name, r in out["rows"].items()
     ]
     _adapter_rows_out(
-        f"eff llm omnidraft: vocab {target_vocab} target / {draft_vocab} drafter, k = {k}, "
+        f"eff llm omnidraft: vocab {t_size} target / {d_size} drafter, k = {k}, "
         f"{prompts} prompts, seed {seed} (τ = tokens per target forward)",
         rows,
         json_path,

@@ -48,7 +48,7 @@ from transformers import LogitsProcessor
 from transformers.generation import BaseWatermarkingConfig
 from transformers.generation.watermarking import WatermarkDetectorOutput
 
-from eff_shared.errors import check_choice, check_positive, check_type
+from eff_shared.errors import check_choice, check_fraction, check_positive, check_type
 
 __all__ = [
     "GumbelWatermarkLogitsProcessor",
@@ -64,6 +64,7 @@ __all__ = [
     "context_seeds",
     "heavywater_conditional",
     "heavywater_scores",
+    "kgw_greenlists",
     "simplex_bits",
     "simplexwater_conditional",
     "sinkhorn",
@@ -478,8 +479,16 @@ def _uniforms(seeds: np.ndarray, vocab_size: int) -> torch.Tensor:
     return out.clamp(1e-12, 1 - 1e-12)
 
 
-def _greenlists(seeds: np.ndarray, vocab_size: int, gamma: float) -> torch.Tensor:
-    """KGW green mask (B, V): ``randperm(V)[: γV]`` of a generator seeded per row (as HF does)."""
+def kgw_greenlists(seeds: np.ndarray, vocab_size: int, gamma: float) -> torch.Tensor:
+    """KGW green mask (B, V): ``randperm(V)[: γV]`` of a generator seeded per row (as HF does);
+    ``seeds`` is a 1-D integer array of per-row seeds (e.g. :func:`context_seeds`)."""
+    seeds = np.asarray(seeds)
+    if seeds.ndim != 1 or not np.issubdtype(seeds.dtype, np.integer):
+        raise ValueError(
+            f"seeds must be a 1-D integer array, got shape {seeds.shape} {seeds.dtype}"
+        )
+    _check_vocab(vocab_size)
+    check_fraction("gamma", gamma, closed=False)
     mask = torch.zeros(len(seeds), vocab_size, dtype=torch.bool)
     g = torch.Generator()
     n = int(gamma * vocab_size)
@@ -536,7 +545,7 @@ class KGWLogitsProcessor(LogitsProcessor):
         if self.bias == 0:
             return scores
         seeds = context_seeds(input_ids, self.hashing_key, self.context_width)
-        green = _greenlists(seeds, scores.shape[1], self.gamma).to(scores.device)
+        green = kgw_greenlists(seeds, scores.shape[1], self.gamma).to(scores.device)
         return scores + self.bias * green.to(scores.dtype)
 
 
@@ -738,7 +747,7 @@ class KGWDetector(_OTDetector):
 
     def _z(self, x, s):
         seeds = s.numpy().astype(np.uint64)
-        green = _greenlists(seeds, self.vocab_size, self.gamma)[torch.arange(len(x)), x]
+        green = kgw_greenlists(seeds, self.vocab_size, self.gamma)[torch.arange(len(x)), x]
         g, t = float(green.sum()), len(x)
         return (g - self.gamma * t) / math.sqrt(t * self.gamma * (1 - self.gamma)), g
 

@@ -18,7 +18,8 @@ seed without DP noise (σ = 0: how far a fixed row space of A gets on this task 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,13 @@ import torch
 from scipy.linalg import subspace_angles
 
 from eff_llm._lora import load_lora_state, lora_pairs, lora_state
-from eff_llm._lowrank_task import accuracy, lora_model, make_lowrank_task, trainable_names
+from eff_llm._lowrank_task import (
+    LowRankTask,
+    accuracy,
+    lora_model,
+    make_lowrank_task,
+    trainable_names,
+)
 from eff_llm.fedsvd import (
     DPConfig,
     FedAvgLoRAAggregator,
@@ -39,10 +46,20 @@ from eff_llm.fedsvd import (
     per_sample_clipped_grad_sum,
     svd_refactor,
 )
+from eff_shared.errors import check_positive, check_type
 from eff_shared.federated import InProcessRunner, dirichlet_partition
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["FedSVDRunConfig", "run"]
+__all__ = [
+    "METHODS",
+    "FedSVDRunConfig",
+    "FedSVDSetup",
+    "FederationResult",
+    "LowRankTask",
+    "federate",
+    "run",
+    "setup",
+]
 
 
 @dataclass(frozen=True)
@@ -68,6 +85,53 @@ class FedSVDRunConfig:
 
     def __post_init__(self) -> None:
         _check_optimizer(self.optimizer)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "optimizer":
+                check_positive(f.name, value, integer=isinstance(value, int))
+        if self.clients_per_round > self.clients:
+            raise ValueError(
+                f"clients_per_round={self.clients_per_round} must be <= clients={self.clients}"
+            )
+
+
+@dataclass(frozen=True)
+class FedSVDSetup:
+    """The data side of one FedSVD experiment (:func:`setup`): the low-rank task (frozen W0 and
+    head, the target shift, train/test data), the clients' ``(x, y)`` partitions, the DP
+    accountant's sample rate and step count and the noise multiplier σ every method shares.
+    Replace fields (``dataclasses.replace``) to federate other clients or another σ (0: no noise)."""
+
+    task: LowRankTask
+    client_data: list[tuple[torch.Tensor, torch.Tensor]]
+    sample_rate: float
+    steps: int
+    sigma: float
+
+    def __post_init__(self) -> None:
+        check_type("task", self.task, LowRankTask)
+        if not isinstance(self.client_data, Sequence) or not self.client_data:
+            raise ValueError("client_data must be a non-empty list of (x, y) tensor pairs")
+        for i, pair in enumerate(self.client_data):
+            if (
+                not isinstance(pair, tuple)
+                or len(pair) != 2
+                or not all(isinstance(t, torch.Tensor) for t in pair)
+                or len(pair[0]) != len(pair[1])
+            ):
+                raise ValueError(f"client_data[{i}] must be an (x, y) pair of equal-length tensors")
+        check_positive("sample_rate", self.sample_rate)
+        check_positive("steps", self.steps, integer=True)
+        check_positive("sigma", self.sigma, strict=False)
+
+
+@dataclass(frozen=True)
+class FederationResult:
+    """Test accuracy per method (and of the unadapted base model) and the distinct upload sizes
+    (bytes per client per round) of each method, after ``cfg.rounds`` rounds."""
+
+    accuracy: dict[str, float]
+    upload_bytes: dict[str, list[int]]
 
 
 class _Recorder:
@@ -126,26 +190,64 @@ _METHODS = (
     ("FFA-LoRA", "ffa", FFALoRAAggregator),
     ("FedAvg-LoRA", "fedavg", FedAvgLoRAAggregator),
 )
+METHODS = tuple(label for label, _, _ in _METHODS)
 _BASE = "base (no adaptation)"
 
 
-def _federate(task, cfg: FedSVDRunConfig, seed: int, sigma: float, client_data, wrap=None):
-    """Test accuracy (base and the three methods) and upload sizes after ``cfg.rounds`` rounds.
+def setup(cfg: FedSVDRunConfig, seed: int) -> FedSVDSetup:
+    """The task draw, Dirichlet client partitions, the accountant's sample rate (expected batch /
+    mean client size × the fraction of clients per round) and steps (local steps × rounds), and σ
+    calibrated by Opacus RDP for (``cfg.epsilon``, ``cfg.delta``) — all from ``seed``."""
+    check_type("cfg", cfg, FedSVDRunConfig)
+    check_positive("seed", seed, strict=False, integer=True)
+    task = make_lowrank_task(seed, n_train=cfg.n_train, shift=cfg.shift)
+    parts = dirichlet_partition(
+        task.y_train.numpy(), cfg.clients, cfg.dirichlet_alpha, seed, min_size=cfg.batch_size
+    )
+    client_data = [(task.x_train[p], task.y_train[p]) for p in parts]
+    mean_size = float(np.mean([len(p) for p in parts]))
+    sample_rate = cfg.batch_size / mean_size * cfg.clients_per_round / cfg.clients
+    steps = cfg.local_steps * cfg.rounds
+    sigma = calibrate_noise(DPConfig(cfg.epsilon, cfg.delta, cfg.max_grad_norm), sample_rate, steps)
+    return FedSVDSetup(task, client_data, sample_rate, steps, sigma)
+
+
+def federate(
+    cfg: FedSVDRunConfig,
+    seed: int,
+    data: FedSVDSetup | None = None,
+    *,
+    methods: Sequence[str] = METHODS,
+    wrap: Callable[[FedSVDAggregator, dict[str, torch.Tensor]], Any] | None = None,
+) -> FederationResult:
+    """Federate ``methods`` (of :data:`METHODS`) for ``cfg.rounds`` rounds on ``data`` (default
+    :func:`setup` ``(cfg, seed)``) and test them, with the base model's accuracy.
 
     Every method starts from the same peft LoRA init, sees the same client sampling and the same
-    per-(round, client) generators, and uses the same σ. ``wrap(aggregator, init_state)`` may
-    wrap FedSVD's aggregator (the mechanics recorder).
+    per-(round, client) generators, and uses the same σ (``data.sigma``). ``wrap(aggregator,
+    init_state)`` may wrap FedSVD's aggregator (the reproduction's mechanics recorder).
     """
+    check_type("cfg", cfg, FedSVDRunConfig)
+    check_positive("seed", seed, strict=False, integer=True)
+    data = setup(cfg, seed) if data is None else data
+    check_type("data", data, FedSVDSetup)
+    if isinstance(methods, str) or not methods or any(m not in METHODS for m in methods):
+        raise ValueError(f"methods must be a non-empty subset of {list(METHODS)}, got {methods!r}")
+    if wrap is not None and not callable(wrap):
+        raise TypeError(f"wrap must be callable or None, got {type(wrap).__name__}")
+    task = data.task
     accs, uploads = {}, {}
     base_model = lora_model(task, cfg.rank, seed)
     accs[_BASE] = accuracy(base_model, task.x_test, task.y_test)
     init_state = lora_state(base_model)
     for label, mode_name, agg_cls in _METHODS:
+        if label not in methods:
+            continue
         model = lora_model(task, cfg.rank, seed)
         client = make_dp_lora_client(
             model,
             mode_name,  # type: ignore[arg-type]
-            sigma=sigma,
+            sigma=data.sigma,
             max_grad_norm=cfg.max_grad_norm,
             lr=cfg.lr,
             steps=cfg.local_steps,
@@ -156,26 +258,12 @@ def _federate(task, cfg: FedSVDRunConfig, seed: int, sigma: float, client_data, 
         if mode_name == "fedsvd" and wrap is not None:
             agg = wrap(agg, init_state)
         res = InProcessRunner(cfg.rounds, cfg.clients_per_round, seed).run(
-            dict(init_state), client, agg, client_data
+            dict(init_state), client, agg, data.client_data
         )
         load_lora_state(model, res.final_state)
         accs[label] = accuracy(model, task.x_test, task.y_test)
         uploads[label] = sorted({c.upload_bytes for c in res.comm})
-    return accs, uploads
-
-
-def _setup(cfg: FedSVDRunConfig, seed: int):
-    """Task, client partitions, accountant sample rate and steps, calibrated σ."""
-    task = make_lowrank_task(seed, n_train=cfg.n_train, shift=cfg.shift)
-    parts = dirichlet_partition(
-        task.y_train.numpy(), cfg.clients, cfg.dirichlet_alpha, seed, min_size=cfg.batch_size
-    )
-    client_data = [(task.x_train[p], task.y_train[p]) for p in parts]
-    mean_size = float(np.mean([len(p) for p in parts]))
-    sample_rate = cfg.batch_size / mean_size * cfg.clients_per_round / cfg.clients
-    steps = cfg.local_steps * cfg.rounds
-    sigma = calibrate_noise(DPConfig(cfg.epsilon, cfg.delta, cfg.max_grad_norm), sample_rate, steps)
-    return task, client_data, sample_rate, steps, sigma
+    return FederationResult(accs, uploads)
 
 
 def _fmt(accs: dict[str, float]) -> str:
@@ -193,14 +281,14 @@ _PAPER = "FedSVD above FedAvg-LoRA / FFA-LoRA under DP-SGD, RoBERTa-large on GLU
 def _one_seed(cfg: FedSVDRunConfig, seed: int) -> tuple[dict[str, float], float]:
     """Test accuracy of base and the three methods at ``seed`` (task draw, partition, LoRA init,
     client sampling and DP noise all from it), and the σ they share."""
-    task, client_data, _, _, sigma = _setup(cfg, seed)
-    accs, _ = _federate(task, cfg, seed, sigma, client_data)
-    return accs, sigma
+    data = setup(cfg, seed)
+    return federate(cfg, seed, data).accuracy, data.sigma
 
 
 def run(mode: Mode = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) -> Result:
     cfg = cfg or FedSVDRunConfig()
-    task, client_data, sample_rate, steps, sigma = _setup(cfg, seed)
+    data = setup(cfg, seed)
+    task, sample_rate, steps, sigma = data.task, data.sample_rate, data.steps, data.sigma
     eps_spent = account_epsilon(sigma, sample_rate, steps, cfg.delta)
 
     result = Result(
@@ -218,7 +306,8 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None)
         recorder = _Recorder(agg, a0)
         return recorder
 
-    accs, uploads = _federate(task, cfg, seed, sigma, client_data, wrap)
+    fed = federate(cfg, seed, data, wrap=wrap)
+    accs, uploads = fed.accuracy, fed.upload_bytes
     assert recorder is not None
 
     # Economical vs full SVD on a random (non-orthonormal) pair.
@@ -362,7 +451,7 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None)
         )
         # Same seed without noise (clipped SGD, sigma = 0): how far a fixed row space of A can go
         # on this task draw at all, whatever the privacy noise.
-        no_dp, _ = _federate(task, cfg, seed, 0.0, client_data)
+        no_dp = federate(cfg, seed, replace(data, sigma=0.0)).accuracy
         result.metrics["no_dp"] = {f"accuracy[{k}]": v for k, v in no_dp.items()}
         result.notes.append(f"same seed, sigma = 0 (no DP noise): {_fmt(no_dp)}")
     result.notes.append(

@@ -33,13 +33,22 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import Any
 
 import torch
+from torch import nn
 
-from eff_llm._corpus import docstring_lm_data, stdlib_docstrings, validation_windows
-from eff_llm._lm_train import TrainConfig, evaluate_lm, train_lm
+from eff_llm._corpus import (
+    LMData,
+    docstring_lm_data,
+    stdlib_docstrings,
+    tokenized_lm_data,
+    validation_windows,
+)
+from eff_llm._lm_train import TrainConfig, evaluate_lm
+from eff_llm._lm_train import train_lm as _train_loop
 from eff_llm._models import tiny_llama
 from eff_llm.omnidraft import (
     CrossVocabTranslator,
@@ -49,10 +58,36 @@ from eff_llm.omnidraft import (
     distill_drafter,
     omnidraft_generate,
 )
-from eff_shared.errors import check_choice, check_positive
+from eff_shared.errors import check_choice, check_positive, check_type
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["OmniDraftRunConfig", "build_pair", "evaluate", "hf_uad", "prompts", "run"]
+__all__ = [
+    "OmniDraftRunConfig",
+    "build_pair",
+    "corpus_data",
+    "evaluate",
+    "hf_tokenizer",
+    "hf_uad",
+    "prompts",
+    "run",
+    "train_docstring_lm",
+]
+
+
+def _backend(tok: Any, name: str):
+    """``tok`` as a ``tokenizers.Tokenizer``: as given, or a transformers fast tokenizer's
+    backend; anything else raises ``TypeError`` naming ``name``."""
+    from tokenizers import Tokenizer
+
+    if isinstance(tok, Tokenizer):
+        return tok
+    backend = getattr(tok, "backend_tokenizer", None)
+    if isinstance(backend, Tokenizer):
+        return backend
+    raise TypeError(
+        f"{name} must be a tokenizers.Tokenizer or a transformers fast tokenizer "
+        f"(PreTrainedTokenizerFast), got {type(tok).__name__}"
+    )
 
 
 @dataclass(frozen=True)
@@ -85,20 +120,66 @@ class OmniDraftRunConfig:
     distill: tuple[str, ...] = ("dm", "hybrid")
     uad: bool = True
 
+    # A user tokenizer for the target / drafter (``tokenizers.Tokenizer`` or a transformers fast
+    # tokenizer, e.g. a SentencePiece-style Metaspace BPE): it replaces the BPE of
+    # ``target_vocab`` / ``draft_vocab`` (then ignored), the corpus is tokenized with it and the
+    # model's vocabulary is its size.
+    target_tokenizer: Any = None
+    draft_tokenizer: Any = None
+
     def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
+        for f in fields(self):
+            name, value = f.name, getattr(self, f.name)
             if name in ("lr", "distill_lr", "lam"):
                 check_positive(name, value, strict=name != "lam")
             elif name == "distill":
                 for mode in value:
                     check_choice("distill", mode, ["dm", "hybrid"])
+            elif name in ("target_tokenizer", "draft_tokenizer"):
+                if value is not None:
+                    _backend(value, name)
             elif name not in ("uad", "target_tied", "draft_tied"):
                 check_positive(name, value, integer=True)
 
 
-def _train_lm(model, data, cfg: OmniDraftRunConfig, seed: int) -> float:
-    """AdamW (weight decay 0.01) + OneCycle next-token training on random windows (the shared
-    ``eff_llm._lm_train`` loop); returns the validation CE."""
+def _config_dict(cfg: OmniDraftRunConfig) -> dict:
+    """``cfg`` as JSON-ready values (a tokenizer by its kind and vocabulary size)."""
+    out = {}
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.name.endswith("_tokenizer") and value is not None:
+            tok = _backend(value, f.name)
+            value = f"{type(tok.model).__name__} tokenizer, vocab {tok.get_vocab_size()}"
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def corpus_data(cfg: OmniDraftRunConfig, role: str) -> LMData:
+    """The docstring corpus of the ``"target"`` or ``"draft"`` model: tokenized with the user's
+    tokenizer of that role when ``cfg`` has one, else with a ByteLevel BPE of its vocabulary size
+    trained on the training split."""
+    check_type("cfg", cfg, OmniDraftRunConfig)
+    check_choice("role", role, ["target", "draft"])
+    tok = getattr(cfg, f"{role}_tokenizer")
+    if tok is None:
+        return docstring_lm_data(getattr(cfg, f"{role}_vocab"))
+    return tokenized_lm_data(_backend(tok, f"{role}_tokenizer"))
+
+
+def train_docstring_lm(model: nn.Module, data: LMData, cfg: OmniDraftRunConfig, seed: int) -> float:
+    """Train ``model`` in place on ``data`` (:func:`corpus_data`): AdamW (weight decay 0.01) +
+    OneCycle next-token training on random windows, ``cfg.steps`` steps of ``cfg.batch_size`` ×
+    ``cfg.seq_len`` at ``cfg.lr`` (the shared ``accelerate`` loop); returns the validation CE."""
+    check_type("model", model, nn.Module)
+    check_type("data", data, LMData)
+    check_type("cfg", cfg, OmniDraftRunConfig)
+    check_positive("seed", seed, strict=False, integer=True)
+    emb = getattr(model, "get_input_embeddings", lambda: None)()
+    if emb is not None and emb.weight.shape[0] < data.vocab_size:
+        raise ValueError(
+            f"the model's embedding has {emb.weight.shape[0]} rows, fewer than the data's "
+            f"vocabulary ({data.vocab_size})"
+        )
     tcfg = TrainConfig(
         steps=cfg.steps,
         batch_size=cfg.batch_size,
@@ -110,14 +191,18 @@ def _train_lm(model, data, cfg: OmniDraftRunConfig, seed: int) -> float:
         max_grad_norm=None,
         seed=seed,
     )
-    train_lm(model, lambda m, x: m(input_ids=x, labels=x).loss, data.train, tcfg)
+    _train_loop(model, lambda m, x: m(input_ids=x, labels=x).loss, data.train, tcfg)
     return evaluate_lm(model, validation_windows(data.val, cfg.seq_len, 64))["ce"]
 
 
 def hf_tokenizer(tok):
-    """A ``tokenizers.Tokenizer`` as a transformers fast tokenizer (for HF UAD)."""
+    """A ``tokenizers.Tokenizer`` as a transformers fast tokenizer (for HF UAD and the
+    translator); a transformers fast tokenizer is returned as is."""
     from transformers import PreTrainedTokenizerFast
 
+    from_backend = _backend(tok, "tok")
+    if from_backend is not tok:
+        return tok
     return PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False)
 
 
@@ -138,21 +223,40 @@ _PAIR_FIELDS = (
     "batch_size",
     "seq_len",
     "lr",
+    "target_tokenizer",
+    "draft_tokenizer",
 )
 
 
 def build_pair(cfg: OmniDraftRunConfig, seed: int) -> dict:
     """The trained target and base drafter (cached per process on the model/training fields of
-    ``cfg``): a dict with the models, the HF tokenizers, the validation CEs and the corpus hash.
+    ``cfg``, a user tokenizer by its serialised form): a dict with the models, the HF tokenizers,
+    the validation CEs and the corpus hash. With ``cfg.draft_tokenizer`` (or
+    ``target_tokenizer``) the model is built for and trained on that tokenizer's vocabulary.
     Callers that modify the models must copy them."""
-    return _build_pair(tuple(getattr(cfg, f) for f in _PAIR_FIELDS), seed)
+    check_type("cfg", cfg, OmniDraftRunConfig)
+    check_positive("seed", seed, strict=False, integer=True)
+    key = []
+    for f in _PAIR_FIELDS:
+        value = getattr(cfg, f)
+        if f.endswith("_tokenizer") and value is not None:
+            # tokenizers are not hashable: key on the serialised tokenizer, rebuilt below
+            value = _backend(value, f).to_str()
+        key.append(value)
+    return _build_pair(tuple(key), seed)
 
 
 @lru_cache(maxsize=2)
 def _build_pair(key: tuple, seed: int) -> dict:
-    cfg = OmniDraftRunConfig(**dict(zip(_PAIR_FIELDS, key, strict=True)))
-    t_data = docstring_lm_data(cfg.target_vocab)
-    d_data = docstring_lm_data(cfg.draft_vocab)
+    from tokenizers import Tokenizer
+
+    values = dict(zip(_PAIR_FIELDS, key, strict=True))
+    for f in ("target_tokenizer", "draft_tokenizer"):
+        if values[f] is not None:
+            values[f] = Tokenizer.from_str(values[f])
+    cfg = OmniDraftRunConfig(**values)
+    t_data = corpus_data(cfg, "target")
+    d_data = corpus_data(cfg, "draft")
     target = tiny_llama(
         vocab_size=t_data.vocab_size,
         hidden_size=cfg.target_hidden,
@@ -174,8 +278,8 @@ def _build_pair(key: tuple, seed: int) -> dict:
         tie_word_embeddings=cfg.draft_tied,
     )
     t0 = time.perf_counter()
-    ce_t = _train_lm(target, t_data, cfg, seed)
-    ce_d = _train_lm(drafter, d_data, cfg, seed + 1)
+    ce_t = train_docstring_lm(target, t_data, cfg, seed)
+    ce_d = train_docstring_lm(drafter, d_data, cfg, seed + 1)
     return {
         "target": target,
         "drafter": drafter,
@@ -492,7 +596,7 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: OmniDraftRunConfig | None = No
             modes=("full",),
         ),
     ]
-    result.metrics.update({**out, "config": asdict(cfg)})
+    result.metrics.update({**out, "config": _config_dict(cfg)})
     result.metrics.pop("rows")
     result.metrics["modes"] = rows
     result.metrics["per_seed"] = {

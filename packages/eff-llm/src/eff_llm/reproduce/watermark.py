@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -35,20 +35,30 @@ from eff_llm.watermark import (
     HeavyWaterDetector,
     SimplexWaterConfig,
     SimplexWaterDetector,
-    _greenlists,
     _parity,
     gumbel_choice,
     heavywater_conditional,
     heavywater_scores,
+    kgw_greenlists,
     simplex_bits,
     simplexwater_conditional,
     top_p_support,
 )
+from eff_shared.errors import check_choice, check_fraction, check_positive, check_type
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["WatermarkRunConfig", "run"]
+__all__ = [
+    "METHODS",
+    "WatermarkRunConfig",
+    "null_fpr",
+    "run",
+    "simulate",
+    "synthetic_logits",
+]
 
 Z_1PCT = 2.326
+#: The watermarks :func:`simulate` runs ("heavywater_tilt": HeavyWater with ``heavy_tilt``).
+METHODS = ("kgw", "gumbel", "simplexwater", "heavywater", "heavywater_tilt")
 
 
 @dataclass(frozen=True)
@@ -68,9 +78,25 @@ class WatermarkRunConfig:
     n_monte_carlo: int = 2000
     #: Paper claims over this many seeds (``seed, seed + 1, ...``); checks hold at every one.
     n_seeds: int = 5
-    methods: tuple[str, ...] = field(
-        default=("kgw", "gumbel", "simplexwater", "heavywater", "heavywater_tilt")
-    )
+    methods: tuple[str, ...] = field(default=METHODS)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "methods":
+                if isinstance(value, str) or not value:
+                    raise ValueError(f"methods must be a non-empty tuple of {list(METHODS)}")
+                for m in value:
+                    check_choice("methods", m, list(METHODS))
+            elif f.name == "kgw_gamma":
+                check_fraction(f.name, value, closed=False)
+            elif f.name == "top_p":
+                check_positive(f.name, value)
+                check_fraction(f.name, value)
+            elif f.name == "heavy_tilt":
+                check_positive(f.name, value, strict=False)
+            else:
+                check_positive(f.name, value, integer=isinstance(value, int))
 
 
 def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
@@ -79,9 +105,34 @@ def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
     return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
 
 
-def _simulate(method: str, logits: torch.Tensor, cfg: WatermarkRunConfig, seed: int) -> dict:
-    """Generate N watermarked sequences step by step; return z of watermarked and of plain
-    (null) tokens under the same side information, ΔNLL and Sinkhorn diagnostics."""
+def synthetic_logits(cfg: WatermarkRunConfig, seed: int) -> torch.Tensor:
+    """The synthetic low-entropy LM (module docstring): ``(cfg.seqs, cfg.tokens, cfg.vocab)``
+    float64 logits ``cfg.entropy_scale``·N(0, 1), drawn from ``seed``."""
+    check_type("cfg", cfg, WatermarkRunConfig)
+    check_positive("seed", seed, strict=False, integer=True)
+    g = torch.Generator().manual_seed(seed)
+    return cfg.entropy_scale * torch.randn(
+        cfg.seqs, cfg.tokens, cfg.vocab, generator=g, dtype=torch.float64
+    )
+
+
+def simulate(method: str, logits: torch.Tensor, cfg: WatermarkRunConfig, seed: int) -> dict:
+    """Generate N watermarked sequences step by step from next-token ``logits`` (N, T, V) (e.g.
+    :func:`synthetic_logits`, or a real LM's logits along its own sequences) with ``method`` (of
+    :data:`METHODS`); return the TPR at z > 2.326 and the AUC against plain (null) sampling of the
+    same logits under the same side information, the mean z, ΔNLL (exact per step) and Sinkhorn
+    diagnostics. Side information and sampling are seeded from ``seed``."""
+    check_choice("method", method, list(METHODS))
+    check_type("logits", logits, torch.Tensor)
+    check_type("cfg", cfg, WatermarkRunConfig)
+    check_positive("seed", seed, strict=False, integer=True)
+    if logits.ndim != 3 or not logits.is_floating_point() or logits.shape[-1] < 2:
+        raise ValueError(
+            f"logits must be a float (N, T, V) tensor with V >= 2, got {tuple(logits.shape)} "
+            f"{logits.dtype}"
+        )
+    if not bool(torch.isfinite(logits).all()):
+        raise ValueError("logits must be finite")
     n, t_len, vocab = logits.shape
     gen = torch.Generator().manual_seed(seed + 1)
     side_gen = torch.Generator().manual_seed(seed + 2)
@@ -108,7 +159,7 @@ def _simulate(method: str, logits: torch.Tensor, cfg: WatermarkRunConfig, seed: 
         plain[:, t] = torch.multinomial(p, 1, generator=gen).squeeze(-1)
         if method == "kgw":
             s = torch.randint(0, 2**62, (n,), generator=side_gen)
-            green = _greenlists(s.numpy().astype(np.uint64), vocab, cfg.kgw_gamma)
+            green = kgw_greenlists(s.numpy().astype(np.uint64), vocab, cfg.kgw_gamma)
             q = torch.softmax(logits[:, t] + cfg.kgw_delta * green, -1)
             tokens[:, t] = torch.multinomial(q, 1, generator=gen).squeeze(-1)
             dnll.append(float((-(q * logp).sum(-1) - entropy).mean()))
@@ -151,7 +202,7 @@ def _simulate(method: str, logits: torch.Tensor, cfg: WatermarkRunConfig, seed: 
         if method == "kgw":
             zs = []
             for i in range(n):
-                green = _greenlists(sides[i].numpy().astype(np.uint64), vocab, cfg.kgw_gamma)
+                green = kgw_greenlists(sides[i].numpy().astype(np.uint64), vocab, cfg.kgw_gamma)
                 g = float(green[torch.arange(t_len), tok[i]].sum())
                 zs.append((g - cfg.kgw_gamma * t_len) / math.sqrt(t_len * cfg.kgw_gamma * 0.75))
             return np.array(zs)
@@ -181,6 +232,8 @@ def _simulate(method: str, logits: torch.Tensor, cfg: WatermarkRunConfig, seed: 
 def null_fpr(cfg: WatermarkRunConfig, seed: int) -> dict:
     """FPR at z > 2.326 of the lefthash detectors on ≥ 1000 unwatermarked sequences (plus the
     calibrated p-values: SimplexWater exact, HeavyWater Monte-Carlo, both at α = 0.01)."""
+    check_type("cfg", cfg, WatermarkRunConfig)
+    check_positive("seed", seed, strict=False, integer=True)
     g = torch.Generator().manual_seed(seed + 10)
     n, t_len = cfg.null_seqs, cfg.null_tokens + 1  # +1: the prompt token that seeds step 1
     logits = cfg.entropy_scale * torch.randn(n, t_len, cfg.vocab, generator=g, dtype=torch.float64)
@@ -219,13 +272,10 @@ def _quick_config() -> WatermarkRunConfig:
 
 def _one_seed(cfg: WatermarkRunConfig, seed: int) -> tuple[dict[str, dict], float]:
     """Every method on the same synthetic LM draw at ``seed``; and the LM's entropy."""
-    g = torch.Generator().manual_seed(seed)
-    logits = cfg.entropy_scale * torch.randn(
-        cfg.seqs, cfg.tokens, cfg.vocab, generator=g, dtype=torch.float64
-    )
+    logits = synthetic_logits(cfg, seed)
     p = torch.softmax(logits, -1)
     entropy = float(-(p * p.clamp_min(1e-300).log()).sum(-1).mean())
-    return {m: _simulate(m, logits, cfg, seed) for m in cfg.methods}, entropy
+    return {m: simulate(m, logits, cfg, seed) for m in cfg.methods}, entropy
 
 
 def run(mode: Mode = "quick", seed: int = 0, cfg: WatermarkRunConfig | None = None) -> Result:

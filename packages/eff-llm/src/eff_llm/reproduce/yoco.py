@@ -13,13 +13,16 @@ headline that YOCO beats the one-shot competitors (YOCO − FedAvg-LoRA ≥ 0).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from eff_llm._lora import load_lora_state, lora_pairs, lora_state
-from eff_llm._lowrank_task import accuracy, lora_model, make_lowrank_task
+from eff_llm._lowrank_task import LowRankTask, accuracy, lora_model, make_lowrank_task
 from eff_llm.yoco import (
     YOCOAggregator,
     YOCOConfig,
@@ -28,10 +31,11 @@ from eff_llm.yoco import (
     make_yoco_client,
     yoco_init_lora,
 )
-from eff_shared.federated import InProcessRunner, dirichlet_partition
+from eff_shared.errors import check_choice, check_positive, check_type
+from eff_shared.federated import InProcessRunner, RunResult, dirichlet_partition
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["YOCORunConfig", "run"]
+__all__ = ["OneShotResult", "YOCORunConfig", "YOCOSetup", "one_shot", "run", "setup"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,55 @@ class YOCORunConfig:
     n_train: int = 3000
     shift: float = 1.0
     a_reg: str = "l1"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "a_reg":
+                check_choice("a_reg", value, ["l1", "orth_rr", "orth_code"])
+            else:
+                check_positive(f.name, value, integer=isinstance(value, int))
+
+
+@dataclass(frozen=True)
+class YOCOSetup:
+    """The data of one YOCO experiment (:func:`setup`): the low-rank task and the clients'
+    ``(x, y)`` partitions (replace ``client_data`` to run other clients)."""
+
+    task: LowRankTask
+    client_data: list[tuple[torch.Tensor, torch.Tensor]]
+
+    def __post_init__(self) -> None:
+        check_type("task", self.task, LowRankTask)
+        if not isinstance(self.client_data, Sequence) or not self.client_data:
+            raise ValueError("client_data must be a non-empty list of (x, y) tensor pairs")
+        for i, pair in enumerate(self.client_data):
+            if (
+                not isinstance(pair, tuple)
+                or len(pair) != 2
+                or not all(isinstance(t, torch.Tensor) for t in pair)
+                or len(pair[0]) != len(pair[1])
+            ):
+                raise ValueError(f"client_data[{i}] must be an (x, y) pair of equal-length tensors")
+
+
+@dataclass
+class OneShotResult:
+    """One one-shot round (:func:`one_shot`): test accuracy of the sample-weighted factor mean
+    (``factor_accuracy``), of the mean product Σ_k w_k B_k A_k (``product_accuracy``) and the mean
+    of the clients' local adapters (``local_accuracy``); the runner's result (final state,
+    communication log), the model holding the aggregated adapter, YOCO's sign targets S_B (None
+    for FedAvg-LoRA), the aggregator, the client function and the initial LoRA state."""
+
+    factor_accuracy: float
+    product_accuracy: float
+    local_accuracy: float
+    run: RunResult
+    model: nn.Module
+    targets: dict[str, torch.Tensor] | None
+    aggregator: YOCOAggregator
+    client: Callable[..., Any]
+    init_state: dict[str, torch.Tensor]
 
 
 def _product_accuracy(model, task, agg: YOCOAggregator) -> float:
@@ -70,7 +123,19 @@ def _refuses_second_round(agg: YOCOAggregator) -> int:
     return 0
 
 
-def _one_shot(task, data, cfg: YOCORunConfig, seed: int, yoco: bool):
+def one_shot(
+    cfg: YOCORunConfig, seed: int, data: YOCOSetup | None = None, *, yoco: bool = True
+) -> OneShotResult:
+    """One-shot federated LoRA on ``data`` (default :func:`setup` ``(cfg, seed)``): YOCO
+    (``yoco=True``: SVD-initialised B, sign-regularised B and A) or one-shot FedAvg-LoRA (peft's
+    init, no regulariser), each client training ``cfg.epochs`` epochs once, then the
+    sample-weighted factor mean."""
+    check_type("cfg", cfg, YOCORunConfig)
+    check_positive("seed", seed, strict=False, integer=True)
+    check_type("yoco", yoco, bool)
+    data = setup(cfg, seed) if data is None else data
+    check_type("data", data, YOCOSetup)
+    task = data.task
     ycfg = YOCOConfig(rank=cfg.rank, a_reg=cfg.a_reg)  # type: ignore[arg-type]
     model = lora_model(task, cfg.rank, seed)
     targets = yoco_init_lora(model, ycfg) if yoco else None
@@ -79,24 +144,23 @@ def _one_shot(task, data, cfg: YOCORunConfig, seed: int, yoco: bool):
         model, targets, ycfg, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size
     )
     agg = YOCOAggregator("weighted")
-    res = InProcessRunner(1, None, seed).run(dict(init), client, agg, data)
+    res = InProcessRunner(1, None, seed).run(dict(init), client, agg, data.client_data)
     local = []
     for state, _ in agg.replies:
         load_lora_state(model, state)
         local.append(accuracy(model, task.x_test, task.y_test))
     load_lora_state(model, res.final_state)
-    out = {
-        "factor": accuracy(model, task.x_test, task.y_test),
-        "product": _product_accuracy(model, task, agg),
-        "local": float(np.mean(local)),
-        "res": res,
-        "model": model,
-        "targets": targets,
-        "agg": agg,
-        "client": client,
-        "init": init,
-    }
-    return out
+    return OneShotResult(
+        factor_accuracy=accuracy(model, task.x_test, task.y_test),
+        product_accuracy=_product_accuracy(model, task, agg),
+        local_accuracy=float(np.mean(local)),
+        run=res,
+        model=model,
+        targets=targets,
+        aggregator=agg,
+        client=client,
+        init_state=init,
+    )
 
 
 PAPER_TITLE = "You Only Communicate Once: One-shot Federated Low-Rank Adaptation of MLLM"
@@ -110,44 +174,55 @@ _PAPER = (
 )
 
 
-def _setup(cfg, seed: int):
+def setup(cfg: YOCORunConfig, seed: int) -> YOCOSetup:
+    """The task draw (``cfg.n_train`` training, 2000 test samples, shift ``cfg.shift``) and the
+    Dirichlet(``cfg.dirichlet_alpha``) label partition over ``cfg.clients`` clients, from ``seed``."""
+    check_type("cfg", cfg, YOCORunConfig)
+    check_positive("seed", seed, strict=False, integer=True)
     task = make_lowrank_task(seed, n_train=cfg.n_train, n_test=2000, shift=cfg.shift)
     parts = dirichlet_partition(
         task.y_train.numpy(), cfg.clients, cfg.dirichlet_alpha, seed, min_size=cfg.batch_size
     )
-    return task, [(task.x_train[p], task.y_train[p]) for p in parts]
+    return YOCOSetup(task, [(task.x_train[p], task.y_train[p]) for p in parts])
+
+
+def _accuracies(r: OneShotResult) -> dict[str, float]:
+    return {"factor": r.factor_accuracy, "product": r.product_accuracy, "local": r.local_accuracy}
 
 
 def _one_seed(cfg, seed: int) -> dict[str, float]:
     """Factor-avg test accuracy of base, YOCO and one-shot FedAvg-LoRA at ``seed``."""
-    task, data = _setup(cfg, seed)
-    base = accuracy(lora_model(task, cfg.rank, seed), task.x_test, task.y_test)
-    yoco, fedavg = _one_shot(task, data, cfg, seed, True), _one_shot(task, data, cfg, seed, False)
-    return {"base": base, "yoco": yoco["factor"], "fedavg": fedavg["factor"]}
+    data = setup(cfg, seed)
+    base = accuracy(lora_model(data.task, cfg.rank, seed), data.task.x_test, data.task.y_test)
+    yoco = one_shot(cfg, seed, data, yoco=True)
+    fedavg = one_shot(cfg, seed, data, yoco=False)
+    return {"base": base, "yoco": yoco.factor_accuracy, "fedavg": fedavg.factor_accuracy}
 
 
 def run(mode: Mode = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) -> Result:
     cfg = cfg or YOCORunConfig()
-    task, data = _setup(cfg, seed)
+    prepared = setup(cfg, seed)
+    task, data = prepared.task, prepared.client_data
     base = accuracy(lora_model(task, cfg.rank, seed), task.x_test, task.y_test)
-    yoco, fedavg = _one_shot(task, data, cfg, seed, True), _one_shot(task, data, cfg, seed, False)
+    yoco = one_shot(cfg, seed, prepared, yoco=True)
+    fedavg = one_shot(cfg, seed, prepared, yoco=False)
 
     # Mechanics.
     ycfg = YOCOConfig(rank=cfg.rank)
     u, s, _ = torch.linalg.svd(task.w0.double(), full_matrices=False)
     b0_expected = (u[:, : cfg.rank] * s[: cfg.rank].sqrt()).float()
-    ((_, b_key),) = lora_pairs(yoco["init"]).values()
-    b0_err = float((yoco["init"][b_key] - b0_expected).abs().max())
+    ((_, b_key),) = lora_pairs(yoco.init_state).values()
+    b0_err = float((yoco.init_state[b_key] - b0_expected).abs().max())
     sched_err = max(
         abs(alpha_schedule(0, 100, ycfg) - 1.0),
         abs(alpha_schedule(100, 100, ycfg) - 200.0),
         abs(lambda_schedule(0, 100, ycfg) - 0.1),
         abs(lambda_schedule(100, 100, ycfg) - 0.01),
     )
-    res = yoco["res"]
-    pairs = lora_pairs(yoco["init"])
+    res = yoco.run
+    pairs = lora_pairs(yoco.init_state)
     expected_bytes = sum(
-        yoco["init"][a].numel() * 4 + yoco["init"][b].numel() * 4 for a, b in pairs.values()
+        yoco.init_state[a].numel() * 4 + yoco.init_state[b].numel() * 4 for a, b in pairs.values()
     )
     uploads_per_client = {
         c: sum(1 for r in res.comm if r.client == c and r.upload_bytes) for c in range(cfg.clients)
@@ -155,16 +230,18 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) -
     upload_bad = sum(n != 1 for n in uploads_per_client.values()) + sum(
         r.upload_bytes != expected_bytes for r in res.comm
     )
-    (target,) = yoco["targets"].values()
+    (target,) = yoco.targets.values()
     sign_agree = float((torch.sign(res.final_state[b_key]) == target).float().mean())
     again = [
-        yoco["client"](dict(yoco["init"]), data[0], None, np.random.default_rng(7))[0]
+        yoco.client(dict(yoco.init_state), data[0], None, np.random.default_rng(7))[0]
         for _ in range(2)
     ]
     determinism_diff = max(float((again[0][k] - again[1][k]).abs().max()) for k in again[0])
 
     seeds = claim_seeds(mode, seed, quick=2, full=5)
-    per_seed = {seed: {"base": base, "yoco": yoco["factor"], "fedavg": fedavg["factor"]}}
+    per_seed = {
+        seed: {"base": base, "yoco": yoco.factor_accuracy, "fedavg": fedavg.factor_accuracy}
+    }
     for s in seeds:
         if s not in per_seed:
             per_seed[s] = _one_seed(cfg, s)
@@ -188,10 +265,10 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) -
         *(
             {
                 "method": name,
-                "factor-avg": r["factor"],
-                "product-avg": r["product"],
-                "mean local": r["local"],
-                "bytes uploaded": r["res"].total_upload_bytes,
+                "factor-avg": r.factor_accuracy,
+                "product-avg": r.product_accuracy,
+                "mean local": r.local_accuracy,
+                "bytes uploaded": r.run.total_upload_bytes,
             }
             for name, r in (("YOCO", yoco), ("one-shot FedAvg-LoRA", fedavg))
         ),
@@ -219,7 +296,7 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) -
         ),
         Claim(
             "a second aggregation round is refused with RuntimeError (1 = refused)",
-            _refuses_second_round(yoco["agg"]),
+            _refuses_second_round(yoco.aggregator),
             1,
             ">=",
         ),
@@ -249,8 +326,8 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) -
     result.metrics.update(
         {
             "base_accuracy": base,
-            "yoco": {k: yoco[k] for k in ("factor", "product", "local")},
-            "fedavg_lora": {k: fedavg[k] for k in ("factor", "product", "local")},
+            "yoco": _accuracies(yoco),
+            "fedavg_lora": _accuracies(fedavg),
             "upload_bytes_per_client": expected_bytes,
         }
     )
