@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from eff_vision.fingerprint import (
+    PADDING_MODES,
     FingerprintModule,
     FingerprintRecord,
     UchidaWatermark,
@@ -180,6 +181,89 @@ def test_bad_inputs():
         invariant_basis(5, (4, 4), 1)
 
 
+@pytest.mark.parametrize("mode", PADDING_MODES)
+def test_padding_mode_is_the_convs_and_only_circular_keeps_sgd_invariance(mode):
+    mod = FingerprintModule(4, padding_mode=mode).double()
+    assert mod.conv.padding_mode == mode and mod.padding_mode == mode
+    x = torch.randn(2, 4, 8, 8, generator=_gen(6), dtype=torch.float64)
+    pad = {"zeros": "constant"}.get(mode, mode)
+    ref = x + F.conv2d(F.pad(mod.low_pass(x), (2, 2, 2, 2), mode=pad), mod.conv.weight)
+    assert torch.allclose(mod(x), ref, atol=1e-12)
+    bits = torch.randint(0, 2, (40,), generator=_gen(7))
+    record = embed(mod, bits, key=3)
+    assert verify(mod, record).ber == 0.0
+    z0 = invariant_coords(mod)
+    _sgd_steps(mod, torch.optim.SGD(mod.parameters(), lr=0.01, momentum=0.9), 5, 4)
+    change = float((invariant_coords(mod) - z0).norm() / z0.norm())
+    if mode == "circular":
+        assert change < 1e-12
+    else:  # border patches of band-limited inputs span every 5×5 filter: no exact invariance
+        assert change > 1e-3
+
+
+def test_padding_changed_on_the_conv_after_construction_raises():
+    mod = FingerprintModule(4, padding_mode="zeros")
+    embed(mod, torch.ones(8), key=1)
+    mod.conv.padding_mode = "circular"
+    with pytest.raises(ValueError, match="built with padding_mode='zeros'"):
+        mod(torch.zeros(1, 4, 8, 8))
+    with pytest.raises(ValueError, match="padding_mode"):
+        FingerprintModule(4, padding_mode="same")
+
+
+def _erase_fingerprint(net, data, seed):
+    """An attacker who knows the construction: zero every invariant coordinate (W − B Bᵀ W)."""
+    with torch.no_grad():
+        w = net.fp.conv.weight
+        o, i = w.shape[:2]
+        basis = net.fp.basis.to(torch.float64)
+        flat = w.detach().to(torch.float64).reshape(o, i, -1)
+        z = torch.einsum("oik,kd->oid", flat, basis)
+        w.copy_((flat - torch.einsum("oid,kd->oik", z, basis)).reshape(w.shape).to(w.dtype))
+    return net
+
+
+def test_experiment_takes_the_kernel_size_padding_and_a_user_attack():
+    from eff_vision.reproduce.fingerprint import FingerprintReproConfig, experiment
+
+    small = {"n_owner": 128, "n_attacker": 64, "n_test": 64, "owner_epochs": 2, "attack_epochs": 2}
+    cfg = FingerprintReproConfig(**small, kernel_size=7, attacks=("sgd", _erase_fingerprint))
+    out = experiment(cfg, 1)
+    rec = out["record"]
+    assert rec.kernel_size == 7 and rec.reference.shape == (16, 16, 40)  # 49 − 9 invariant dims
+    sgd, erase = out["attacks"]["sgd"], out["attacks"]["_erase_fingerprint"]
+    assert sgd["ber"] == 0.0 and sgd["change"] < 1e-4  # the guarantee holds at K = 7
+    # only float32 rounding is left of the coordinates: their signs are at chance
+    assert erase["ber"] > 0.3 and erase["change"] == pytest.approx(1.0, abs=1e-4)
+    # the erased part lives in the layer's null space for band-limited inputs: same function
+    assert erase["ber_naive"] == out["owner"]["ber_naive"]
+    zeros = experiment(FingerprintReproConfig(**small, padding_mode="zeros", attacks=("sgd",)), 1)
+    assert (
+        zeros["owner"]["change"] > 1e-4
+    )  # zero padding voids the exact invariance (circular: ~1e-6)
+    assert zeros["attacks"]["sgd"]["change"] > 1e-4
+
+
+def test_experiment_config_rejects_bad_attacks_and_padding():
+    from eff_vision.reproduce.fingerprint import FingerprintReproConfig, experiment
+
+    with pytest.raises(ValueError, match="attacks must be among"):
+        FingerprintReproConfig(attacks=("bogus",))
+
+    def sgd(net, data, seed):
+        return net
+
+    with pytest.raises(ValueError, match="attacks must have distinct names"):
+        FingerprintReproConfig(attacks=(sgd,))
+    with pytest.raises(ValueError, match="padding_mode"):
+        FingerprintReproConfig(padding_mode="same")
+    cfg = FingerprintReproConfig(
+        n_owner=64, n_attacker=32, n_test=32, owner_epochs=1, attacks=(lambda n, d, s: n.c2,)
+    )
+    with pytest.raises(TypeError, match=r"must return a model with a \.fp FingerprintModule"):
+        experiment(cfg, 0)
+
+
 def test_same_seed_same_fingerprint_experiment():
     from eff_vision.reproduce.fingerprint import FingerprintReproConfig, experiment
 
@@ -204,3 +288,26 @@ def test_quick_reproduction_claims_hold():
     assert len(result.claims) == 17
     paper = [c for c in result.claims if c.kind == "paper"]
     assert len(paper) == 2 and paper[0].headline and "naive" in paper[0].text
+
+
+def test_cli_fingerprint_kernel_size_and_padding_options(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from eff_vision.cli import app
+
+    runner = CliRunner()
+    path = tmp_path / "fp.json"
+    args = ["fingerprint", "--attack", "sgd", "--owner-epochs", "1", "--attack-epochs", "1"]
+    res = runner.invoke(app, [*args, "--kernel-size", "7", "--json", str(path)])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(path.read_text())["rows"]
+    assert rows[1]["BER fingerprint"] == 0.0 and rows[1]["rel. change"] < 1e-4
+    res = runner.invoke(app, [*args, "--padding-mode", "zeros", "--json", str(path)])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(path.read_text())["rows"]
+    assert rows[1]["rel. change"] > 1e-4  # zero padding: the invariance is only approximate
+    assert runner.invoke(app, [*args, "--padding-mode", "same"]).exit_code == 2
+    assert runner.invoke(app, [*args, "--kernel-size", "4"]).exit_code == 2
+    assert runner.invoke(app, [*args, "--kernel-size", "3"]).exit_code == 2  # no invariant dim

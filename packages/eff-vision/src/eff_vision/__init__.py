@@ -71,6 +71,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "tucker2_to_weight",
     ),
     "fingerprint": (
+        "PADDING_MODES",
         "FingerprintModule",
         "FingerprintRecord",
         "UchidaWatermark",

@@ -111,16 +111,46 @@ def fingerprint_cmd(
     ] = "sgd,sgd_wd,adam,perm",
     owner_epochs: Annotated[int, typer.Option("--owner-epochs", min=1)] = 30,
     attack_epochs: Annotated[int, typer.Option("--attack-epochs", min=1)] = 15,
+    kernel_size: Annotated[
+        int, typer.Option("--kernel-size", min=1, help="Fingerprint conv size K (odd).")
+    ] = 5,
+    band: Annotated[int, typer.Option("--band", min=0, help="Low-pass band U0.")] = 1,
+    padding_mode: Annotated[
+        str,
+        typer.Option(
+            "--padding-mode",
+            help="circular (exact invariance), zeros, reflect or replicate (approximate).",
+        ),
+    ] = "circular",
     seed: SeedOpt = 0,
     json_path: JsonOpt = None,
 ) -> None:
     """Frequency-component fingerprint (our construction) vs a naive weight watermark under attacks."""
     _pin_threads()
+    from eff_vision.fingerprint import PADDING_MODES, invariant_basis
     from eff_vision.reproduce.fingerprint import ATTACKS, FingerprintReproConfig, experiment
 
     kinds = tuple(_split(attack, ATTACKS, "--attack"))
+    if padding_mode not in PADDING_MODES:
+        raise typer.BadParameter(
+            f"must be one of {', '.join(PADDING_MODES)}", param_hint="--padding-mode"
+        )
+    if kernel_size % 2 == 0 or kernel_size > 8:
+        raise typer.BadParameter(
+            "must be odd and <= 8 (the 8x8 feature map)", param_hint="--kernel-size"
+        )
+    if invariant_basis(kernel_size, (8, 8), band).shape[1] == 0:
+        raise typer.BadParameter(
+            f"no invariant coordinate for --kernel-size {kernel_size}", param_hint="--band"
+        )
     cfg = FingerprintReproConfig(
-        bits=bits, attacks=kinds, owner_epochs=owner_epochs, attack_epochs=attack_epochs
+        bits=bits,
+        attacks=kinds,
+        owner_epochs=owner_epochs,
+        attack_epochs=attack_epochs,
+        kernel_size=kernel_size,
+        band=band,
+        padding_mode=padding_mode,
     )
     out = experiment(cfg, seed)
     own = out["owner"]

@@ -29,7 +29,10 @@ O·I·dim(S^⊥) coordinates; z_slot = b·τ with τ = strength·mean|W|; W ← 
 input-permutation-invariant descriptors (per output channel, the invariant coordinates sorted over
 input channels, L2-normalised, cosine similarity), align, and read the signs (scale-free).
 
-Limits (documented, tested): the guarantee is for (S)GD. **Adam** normalises per coordinate, leaves
+Limits (documented, tested): the guarantee needs the circular padding above. With zero (or reflect,
+replicate) padding the border patches of band-limited inputs span every K×K filter (rank K² for
+K = 5 and 7 at M = 8, U₀ = 1: no coordinate is exactly invariant), so ``padding_mode="zeros"``
+keeps the circular basis and the fingerprint is only approximately preserved. The guarantee is for (S)GD. **Adam** normalises per coordinate, leaves
 S_𝓛 and breaks exact invariance (the fingerprint still degrades less than a naive weight watermark).
 LoRA-style fine-tuning of the fingerprint layer also leaves S_𝓛 in general (the update B·A carries
 A's random initial directions). The invariant coordinates lie in the null space of the layer for
@@ -50,9 +53,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from eff_shared.errors import check_choice
 from eff_shared.seeding import make_rng
 
 __all__ = [
+    "PADDING_MODES",
     "FingerprintModule",
     "FingerprintRecord",
     "UchidaWatermark",
@@ -65,6 +70,9 @@ __all__ = [
     "revised_fourier",
     "verify",
 ]
+
+
+PADDING_MODES = ("circular", "zeros", "reflect", "replicate")
 
 
 def revised_fourier(weight: Tensor, size: tuple[int, int]) -> Tensor:
@@ -135,7 +143,12 @@ def _check_geometry(kernel_size: int, feature_size: tuple[int, int], band: int) 
 
 class FingerprintModule(nn.Module):
     """h ← h + Conv_fp(P(h)): P an ideal FFT low-pass (|u|, |v| ≤ band) at ``feature_size``, Conv_fp a
-    ``kernel_size``² circular convolution without bias (our construction; see the module docstring).
+    ``kernel_size``² same-size convolution without bias (our construction; see the module docstring).
+
+    ``padding_mode`` (one of :data:`PADDING_MODES`, default ``"circular"``) is the conv's padding of
+    K // 2 pixels per side: only ``"circular"`` makes the invariant coordinates exactly invariant
+    under (S)GD; the others keep the same basis, and the fingerprint then survives only
+    approximately (no K×K coordinate is invariant under zero padding).
 
     ``ValueError`` when the basis has no invariant dimension (e.g. K = 3, band 1), or at run time
     when the input's spatial size differs from ``feature_size`` (the invariance is size-specific)."""
@@ -146,8 +159,10 @@ class FingerprintModule(nn.Module):
         kernel_size: int = 5,
         feature_size: tuple[int, int] = (8, 8),
         band: int = 1,
+        padding_mode: str = "circular",
     ) -> None:
         super().__init__()
+        check_choice("padding_mode", padding_mode, PADDING_MODES)
         feature_size = (int(feature_size[0]), int(feature_size[1]))
         basis = invariant_basis(kernel_size, feature_size, band)
         if basis.shape[1] == 0:
@@ -160,9 +175,9 @@ class FingerprintModule(nn.Module):
                 f"kernel_size must be odd (same-size circular conv), got {kernel_size}"
             )
         self.channels, self.kernel_size = channels, kernel_size
-        self.feature_size, self.band = feature_size, band
+        self.feature_size, self.band, self.padding_mode = feature_size, band, padding_mode
         self.conv = nn.Conv2d(
-            channels, channels, kernel_size, padding=kernel_size // 2, padding_mode="circular",
+            channels, channels, kernel_size, padding=kernel_size // 2, padding_mode=padding_mode,
             bias=False,
         )  # fmt: skip
         # float64 on purpose and not a buffer: Module.float() would round it to float32, and a
@@ -194,21 +209,23 @@ class FingerprintModule(nn.Module):
                 f"FingerprintModule was built for feature size {self.feature_size}, got input "
                 f"{tuple(h.shape[-2:])}; the invariance holds only at the size of the basis"
             )
-        _check_circular(self.conv)
+        _check_padding(self)
         return h + self.conv(self.low_pass(h))
 
 
-def _check_circular(conv: nn.Conv2d) -> None:
-    if conv.padding_mode != "circular":
+def _check_padding(module: FingerprintModule) -> None:
+    # .conv's padding changed after construction would silently void (or change) the guarantee
+    if module.conv.padding_mode != module.padding_mode:
         raise ValueError(
-            f"the fingerprint conv must use padding_mode='circular', got {conv.padding_mode!r} "
-            "(zero padding's border effects void the invariance guarantee)"
+            f"the fingerprint conv's padding_mode is {module.conv.padding_mode!r} but the module "
+            f"was built with padding_mode={module.padding_mode!r}; choose it when constructing "
+            "FingerprintModule(padding_mode=...) (only 'circular' keeps the invariance exact)"
         )
 
 
 def invariant_coords(module: FingerprintModule) -> Tensor:
     """z [O, I, d] = Bᵀ vec(W[o, i]) of the module's filters (float64)."""
-    _check_circular(module.conv)
+    _check_padding(module)
     w = module.conv.weight.detach().to(torch.float64)
     o, i = w.shape[:2]
     return torch.einsum(
@@ -259,7 +276,7 @@ def embed(
 ) -> FingerprintRecord:
     """Write ``bits`` ({0,1} or ±1) into the invariant coordinates chosen by ``key``:
     z_slot = b·τ, τ = strength·mean|W|; W ← W − B(BᵀW) + B z (in place). Returns the record."""
-    _check_circular(module.conv)
+    _check_padding(module)
     b = _pm1(bits)
     if b.numel() > module.capacity:
         raise ValueError(

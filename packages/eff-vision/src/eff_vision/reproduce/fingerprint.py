@@ -10,12 +10,16 @@ Attacks: fine-tune all layers for 15 epochs on a new task (digits rotated by 90�
 SGD + weight decay 5e-4, Adam 1e-3 (and, without claims, Adam 1e-2 and a LoRA-style SGD fine-tune of
 the fingerprint layer); a consistent channel permutation of the fingerprint block combined with ×3.7
 scaling of the fingerprint weights.
+
+Beyond the defaults, :class:`FingerprintReproConfig` takes the fingerprint's kernel size K, band U₀
+and padding mode, and ``attacks`` takes user callables besides the named attacks.
 """
 
 from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +32,7 @@ from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_vision._training import accuracy, make_optimizer, train_classifier
 from eff_vision.data.digits import digits_splits, rotate90
 from eff_vision.fingerprint import (
+    PADDING_MODES,
     FingerprintModule,
     UchidaWatermark,
     embed,
@@ -37,7 +42,15 @@ from eff_vision.fingerprint import (
     verify,
 )
 
-__all__ = ["ATTACKS", "FingerprintNet", "FingerprintReproConfig", "experiment", "run"]
+__all__ = [
+    "ATTACKS",
+    "AttackFn",
+    "FingerprintNet",
+    "FingerprintReproConfig",
+    "attack_name",
+    "experiment",
+    "run",
+]
 
 ATTACKS = ("sgd", "sgd_wd", "adam", "adam_1e-2", "lora_sgd", "perm")
 
@@ -45,10 +58,16 @@ ATTACKS = ("sgd", "sgd_wd", "adam", "adam_1e-2", "lora_sgd", "perm")
 class FingerprintNet(nn.Module):
     """c1 → ReLU → FingerprintModule → ReLU → maxpool 2 → c2 → ReLU → GAP → FC."""
 
-    def __init__(self, channels: int = 16, kernel_size: int = 5, band: int = 1) -> None:
+    def __init__(
+        self,
+        channels: int = 16,
+        kernel_size: int = 5,
+        band: int = 1,
+        padding_mode: str = "circular",
+    ) -> None:
         super().__init__()
         self.c1 = nn.Conv2d(1, channels, 3, padding=1)
-        self.fp = FingerprintModule(channels, kernel_size, (8, 8), band)
+        self.fp = FingerprintModule(channels, kernel_size, (8, 8), band, padding_mode)
         self.c2 = nn.Conv2d(channels, 32, 3, padding=1)
         self.fc = nn.Linear(32, 10)
 
@@ -58,8 +77,29 @@ class FingerprintNet(nn.Module):
         return self.fc(h.mean((2, 3)))
 
 
+AttackFn = Callable[[FingerprintNet, dict[str, torch.Tensor], int], nn.Module]
+"""A user attack: ``fn(net, data, seed) -> attacked net``. ``net`` is a deep copy of the owner's
+trained :class:`FingerprintNet` (free to modify in place); ``data`` holds the attacker's task —
+``xa``, ``ya`` (digits rotated by 90° and their labels) and ``xt_rot``, ``yt`` (its test set); the
+returned model must keep a ``.fp`` :class:`~eff_vision.fingerprint.FingerprintModule` and map
+(n, 1, 8, 8) images to 10 logits (its accuracy is measured on ``xt_rot``)."""
+
+
+def attack_name(attack: str | AttackFn) -> str:
+    """The key of an attack in :func:`experiment`'s results: its name, or a callable's ``__name__``."""
+    return attack if isinstance(attack, str) else getattr(attack, "__name__", type(attack).__name__)
+
+
 @dataclass(frozen=True)
 class FingerprintReproConfig:
+    """Data, training, attacks and fingerprint geometry of the reproduction (defaults: the spec).
+
+    ``attacks``: names from :data:`ATTACKS` and/or :data:`AttackFn` callables (results keyed by
+    :func:`attack_name`). ``kernel_size`` (K, odd), ``band`` (U₀) and ``padding_mode`` (one of
+    :data:`~eff_vision.fingerprint.PADDING_MODES`; only ``"circular"`` keeps the (S)GD guarantee
+    exact) configure the :class:`~eff_vision.fingerprint.FingerprintModule`.
+    """
+
     n_owner: int = 900
     n_attacker: int = 500
     n_test: int = 397
@@ -74,12 +114,24 @@ class FingerprintReproConfig:
     weight_decay: float = 5e-4
     perm_scale: float = 3.7
     lora_rank: int = 4
-    attacks: tuple[str, ...] = ("sgd", "sgd_wd", "adam", "perm")
+    attacks: tuple[str | AttackFn, ...] = ("sgd", "sgd_wd", "adam", "perm")
+    kernel_size: int = 5
+    band: int = 1
+    padding_mode: str = "circular"
 
     def __post_init__(self) -> None:
-        bad = [a for a in self.attacks if a not in ATTACKS]
+        bad = [a for a in self.attacks if not callable(a) and a not in ATTACKS]
         if bad:
-            raise ValueError(f"attacks must be among {list(ATTACKS)!r}, got {bad!r}")
+            raise ValueError(
+                f"attacks must be among {list(ATTACKS)!r} or callables fn(net, data, seed), got {bad!r}"
+            )
+        names = [attack_name(a) for a in self.attacks]
+        clash = [attack_name(a) for a in self.attacks if callable(a) and attack_name(a) in ATTACKS]
+        if len(set(names)) != len(names) or clash:
+            raise ValueError(
+                f"attacks must have distinct names, callables none of {list(ATTACKS)!r}, got {names!r}"
+            )
+        check_choice("padding_mode", self.padding_mode, PADDING_MODES)
         for name in ("bits", "owner_epochs", "attack_epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -104,13 +156,15 @@ class _LoRAConv(nn.Module):
         self.a = nn.Parameter(torch.randn(rank, i, kh, kw, generator=g) / (i * kh * kw) ** 0.5)
         self.b = nn.Parameter(torch.zeros(o, rank))
         self.padding_mode = conv.padding_mode
+        # F.pad's name of the conv's padding ("zeros" is "constant")
+        self._pad_mode = {"zeros": "constant"}.get(conv.padding_mode, conv.padding_mode)
 
     def merged(self) -> torch.Tensor:
         return self.base.weight + torch.einsum("or,rikl->oikl", self.b, self.a)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         p = self.base.padding[0]
-        return F.conv2d(F.pad(x, (p, p, p, p), mode="circular"), self.merged())
+        return F.conv2d(F.pad(x, (p, p, p, p), mode=self._pad_mode), self.merged())
 
 
 def _attack(
@@ -151,10 +205,16 @@ def _attack(
 
 
 def experiment(cfg: FingerprintReproConfig, seed: int) -> dict[str, Any]:
+    """Owner training with the fingerprint and the naive watermark, then every attack of ``cfg``.
+
+    Returns ``{"owner": ..., "attacks": {attack_name: metrics}, "record": FingerprintRecord}``;
+    fine-tuning attacks (and user callables) report BER, new-task accuracy, the relative change of
+    the invariant coordinates (raw and after the best rescaling) and the naive watermark's BER.
+    """
     (xo, yo), (xa, ya), (xt, yt) = digits_splits((cfg.n_owner, cfg.n_attacker, cfg.n_test), seed)
     data = {"xa": rotate90(xa), "ya": ya, "xt_rot": rotate90(xt), "yt": yt}
     torch.manual_seed(seed)
-    net = FingerprintNet()
+    net = FingerprintNet(kernel_size=cfg.kernel_size, band=cfg.band, padding_mode=cfg.padding_mode)
     gen = torch.Generator().manual_seed(seed + 1)
     bits = torch.randint(0, 2, (cfg.bits,), generator=gen)
     key = 1000 + seed
@@ -175,13 +235,22 @@ def experiment(cfg: FingerprintReproConfig, seed: int) -> dict[str, Any]:
         "change": _rel_change(z_owner, z_embed), "ber_naive": naive.ber(net), "s": owner_s,
     }  # fmt: skip
     attacks: dict[str, dict[str, Any]] = {}
-    for kind in cfg.attacks:
+    for attack in cfg.attacks:
+        kind = attack_name(attack)
         t0 = time.perf_counter()
-        att = _attack(net, kind, cfg, data, seed)
+        if callable(attack):
+            att = attack(copy.deepcopy(net), dict(data), seed)
+            if not isinstance(getattr(att, "fp", None), FingerprintModule):
+                raise TypeError(
+                    f"attack {kind!r} must return a model with a .fp FingerprintModule, "
+                    f"got {type(att).__name__}"
+                )
+        else:
+            att = _attack(net, attack, cfg, data, seed)
         res = verify(att.fp, record)
         out: dict[str, Any] = {"ber": res.ber, "s": time.perf_counter() - t0}
         z = invariant_coords(att.fp)
-        if kind == "perm":
+        if attack == "perm":
             out["perm_exact"] = bool(torch.equal(res.permutation, att.true_perm))
             out["ber_unaligned"] = verify(att.fp, record, align=False).ber
             out["scale"] = res.scale
@@ -189,7 +258,9 @@ def experiment(cfg: FingerprintReproConfig, seed: int) -> dict[str, Any]:
             out["acc"] = accuracy(att, data["xt_rot"], data["yt"])
             out["change"] = _rel_change(z, z_owner)
             out["change_rescaled"] = _rel_change(z, z_owner, rescale=True)
-            out["ber_naive"] = naive.ber(att)
+            # a user's model may drop the naive watermark's layer c2
+            has_c2 = isinstance(getattr(att, "c2", None), nn.Conv2d)
+            out["ber_naive"] = naive.ber(att) if has_c2 else float("nan")
         attacks[kind] = out
     return {"owner": owner, "attacks": attacks, "record": record}
 
