@@ -281,6 +281,60 @@ def test_train_config_validation(kwargs, match):
         TrainConfig(**kwargs)
 
 
+def test_tiny_qwen2_ties_its_embeddings_on_request():
+    untied, tied = tiny_qwen2(seed=0), tiny_qwen2(seed=0, tie_word_embeddings=True)
+    assert untied.lm_head.weight is not untied.model.embed_tokens.weight
+    assert tied.lm_head.weight is tied.model.embed_tokens.weight and tied.config.tie_word_embeddings
+    assert tied.model.layers[0].self_attn.q_proj.bias is not None  # still Qwen2 (q/k/v biases)
+    assert count_parameters(untied) - count_parameters(tied) == 64 * 32
+    with pytest.raises(TypeError, match="tie_word_embeddings"):
+        tiny_qwen2(tie_word_embeddings=1)
+
+
+@pytest.mark.parametrize(
+    ("family", "tied", "kv", "student_cls"),
+    [("qwen2", True, 2, "Qwen2ForCausalLM"), ("qwen2", False, None, "Qwen2ForCausalLM"),
+     ("llama", False, 2, "LlamaForCausalLM")],
+)  # fmt: skip
+def test_lrc_experiment_with_another_teacher_family(family, tied, kv, student_cls):
+    from eff_llm.reproduce.lrc import LRCReproConfig, experiment, tiny_teacher, train_teacher
+
+    cfg = LRCReproConfig(
+        teacher_hidden=32, num_heads=4, ffn_size=48, teacher_steps=3, teacher_batch=4,
+        student_hidden=16, steps=3, batch_size=4, seq_len=16, val_batches=1,
+        teacher_family=family, teacher_tied=tied, teacher_kv_heads=kv,
+    )  # fmt: skip
+    teacher = train_teacher(cfg, 0)
+    attn = teacher.model.layers[0].self_attn
+    assert (attn.q_proj.bias is not None) == (family == "qwen2")
+    assert attn.k_proj.out_features == (kv or 4) * 8
+    assert (teacher.lm_head.weight is teacher.model.embed_tokens.weight) == tied
+    out = experiment(cfg, 0, ("scratch",))
+    assert out["checks"]["merged_type"] == student_cls and out["checks"]["max_logit_diff"] <= 1e-4
+    assert out["checks"]["trainable"] == out["checks"]["trainable_closed_form"]
+    scratch = tiny_teacher(family, 1200, 16, 2, 4, 8, 48, 0, tied=tied, kv_heads=kv)
+    assert type(scratch).__name__ == student_cls
+    rows = out["rows"]
+    assert rows["scratch (same architecture)"]["params"] == count_parameters(scratch)
+    assert rows["LRC"]["params"] == rows["scratch (same architecture)"]["params"]
+
+
+@pytest.mark.parametrize(
+    ("kw", "err", "match"),
+    [
+        ({"teacher_family": "gpt2"}, ValueError, "teacher_family must be one of"),
+        ({"teacher_tied": "yes"}, TypeError, "teacher_tied"),
+        ({"teacher_kv_heads": 3}, ValueError, "teacher_kv_heads=3 must divide"),
+        ({"kl_reduction": "sum"}, ValueError, "kl_reduction"),
+    ],
+)
+def test_lrc_repro_config_bad_input(kw, err, match):
+    from eff_llm.reproduce.lrc import LRCReproConfig
+
+    with pytest.raises(err, match=match):
+        LRCReproConfig(**kw)
+
+
 @pytest.mark.slow
 def test_quick_reproduction_claims():
     """Quick mode runs the checks only (exact merged logits, trainable count) on a short run; the
@@ -293,6 +347,10 @@ def test_quick_reproduction_claims():
     checks = [c for c in result.claims if c.kind == "check"]
     assert len(checks) == 2 and all(c.passed for c in checks)
     paper = [c for c in result.claims if c.kind == "paper"]
-    assert len(paper) == 2 and all(c.verdict("quick") == "not judged" for c in paper)
+    assert len(paper) == 4 and all(c.verdict("quick") == "not judged" for c in paper)
     assert paper[0].headline and "scratch" in paper[0].text
-    assert len(result.claims) == 4
+    qwen = [c for c in paper if "Qwen2 teacher" in c.text]
+    assert [c.expected for c in qwen] == ["reproduces", "xfail"] and not any(
+        c.headline for c in qwen
+    )
+    assert len(result.claims) == 6

@@ -131,13 +131,20 @@ def tiny_qwen2(
     max_position_embeddings: int = 64,
     initializer_range: float = 0.02,
     seed: int = 0,
+    tie_word_embeddings: bool = False,
 ) -> Qwen2ForCausalLM:
-    """A seeded ``Qwen2ForCausalLM`` built from config (q/k/v biases, grouped-query attention)."""
+    """A seeded ``Qwen2ForCausalLM`` built from config (q/k/v biases, grouped-query attention;
+    untied input/output embeddings unless ``tie_word_embeddings``, as Qwen2.5-0.5B–3B tie them)."""
+    if not isinstance(tie_word_embeddings, bool):
+        raise TypeError(
+            f"tie_word_embeddings must be a bool, got {type(tie_word_embeddings).__name__}"
+        )
     return _build(
         Qwen2Config,
         Qwen2ForCausalLM,
         seed,
         num_kv_heads,
+        tie_word_embeddings,
         vocab_size=vocab_size,
         hidden_size=hidden_size,
         num_hidden_layers=num_layers,

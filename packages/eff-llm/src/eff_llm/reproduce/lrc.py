@@ -12,7 +12,11 @@ The KL term is averaged per token (``kl_reduction="token"``, see the notes of th
 Claims (thresholds of the spec). Checks: the merged ``LlamaForCausalLM`` logits equal the functional
 student's within 1e-4; trainable count = 7·L·d_T·d_S + d_T·d_S + (2L+1)·d_S. Paper claims, the
 median over seeds 0–4 (full mode): CE_LRC ≤ CE_scratch − 0.20 (the headline) and CE_LRC ≤
-CE_LRC(α=0) − 0.10. Quick mode cannot afford one seed of the spec's training (CI budget): it trains
+CE_LRC(α=0) − 0.10; LRC ≤ scratch − 0.20 with a Qwen2 teacher (q/k/v biases, 2 of 4 KV heads; the
+paper's teachers are Qwen2.5-3B, tied, and -7B, untied), tied (reproduces at seeds 0–2: −0.257
+[−0.268, −0.192]) and untied (xfail: −0.029 [−0.048, −0.019]; the untied scratch baseline gains
+0.2–0.3 nats from its own LM head, LRC's student none). ``LRCReproConfig(teacher_family=,
+teacher_tied=, teacher_kv_heads=)`` chooses the teacher (and the scratch baseline's architecture). Quick mode cannot afford one seed of the spec's training (CI budget): it trains
 a short teacher (100 steps) and LRC (40 steps) for the checks only, and judges the paper claims in
 full mode only. Full mode also prints two information rows: the code's sequence-summed KL and the
 paper's temperature 40.
@@ -22,13 +26,13 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 import torch
 
-from eff_shared.errors import check_choice, check_positive
+from eff_shared.errors import check_choice, check_positive, check_type
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.torch import count_parameters
 
@@ -36,7 +40,19 @@ from .._corpus import docstring_lm_data, validation_windows
 from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, single_thread, train_lm
 from ..lrc import LowRankClone, LowRankCloneConfig, lrc_trainable_count
 
-__all__ = ["BASELINES", "LRCReproConfig", "experiment", "run", "tiny_tied_llama", "train_teacher"]
+__all__ = [
+    "BASELINES",
+    "TEACHER_FAMILIES",
+    "LRCReproConfig",
+    "experiment",
+    "run",
+    "tiny_teacher",
+    "tiny_tied_llama",
+    "train_teacher",
+]
+
+#: Teacher families of the reproduction: transformers' Llama and Qwen2 (q/k/v biases).
+TEACHER_FAMILIES = ("llama", "qwen2")
 
 
 @dataclass(frozen=True)
@@ -57,11 +73,27 @@ class LRCReproConfig:
     kl_temperature: float = 1.0
     val_batches: int = 20
     kl_reduction: str = "token"
+    # the teacher (and the scratch baseline's) family, embedding tying and key/value heads
+    # (None: as many as num_heads; fewer is grouped-query attention)
+    teacher_family: str = "llama"
+    teacher_tied: bool = True
+    teacher_kv_heads: int | None = None
 
     def __post_init__(self) -> None:
+        check_choice("kl_reduction", self.kl_reduction, ["token", "batchmean"])
+        check_choice("teacher_family", self.teacher_family, list(TEACHER_FAMILIES))
+        check_type("teacher_tied", self.teacher_tied, bool)
         for name, value in asdict(self).items():
-            if name != "kl_reduction":
-                check_positive(name, value, integer=isinstance(value, int))
+            if name in ("kl_reduction", "teacher_family", "teacher_tied", "teacher_kv_heads"):
+                continue
+            check_positive(name, value, integer=isinstance(value, int))
+        if self.teacher_kv_heads is not None:
+            check_positive("teacher_kv_heads", self.teacher_kv_heads, integer=True)
+            if self.num_heads % self.teacher_kv_heads:
+                raise ValueError(
+                    f"teacher_kv_heads={self.teacher_kv_heads} must divide "
+                    f"num_heads={self.num_heads}"
+                )
 
 
 def tiny_tied_llama(
@@ -89,29 +121,80 @@ def tiny_tied_llama(
         return LlamaForCausalLM(cfg)
 
 
+def tiny_teacher(
+    family: str,
+    vocab_size: int,
+    hidden: int,
+    layers: int,
+    heads: int,
+    head_dim: int,
+    ffn: int,
+    seed: int,
+    *,
+    tied: bool = True,
+    kv_heads: int | None = None,
+):
+    """A seeded ``LlamaForCausalLM`` or ``Qwen2ForCausalLM`` (``family``; Qwen2 has q/k/v biases)
+    with ``kv_heads`` key/value heads (default ``heads``), tied or untied embeddings, no special
+    tokens. ``("llama", tied=True, kv_heads=None)`` is :func:`tiny_tied_llama`."""
+    check_choice("family", family, list(TEACHER_FAMILIES))
+    check_type("tied", tied, bool)
+    if family == "llama" and tied and kv_heads is None:
+        return tiny_tied_llama(vocab_size, hidden, layers, heads, head_dim, ffn, seed)
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    config_cls, model_cls = (
+        (LlamaConfig, LlamaForCausalLM) if family == "llama" else (Qwen2Config, Qwen2ForCausalLM)
+    )
+    cfg = config_cls(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads if kv_heads is None else kv_heads,
+        head_dim=head_dim,
+        intermediate_size=ffn,
+        max_position_embeddings=128,
+        tie_word_embeddings=tied,
+        pad_token_id=None,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return model_cls(cfg)
+
+
+def _family_model(cfg: LRCReproConfig, vocab_size: int, hidden: int, seed: int):
+    return tiny_teacher(
+        cfg.teacher_family,
+        vocab_size,
+        hidden,
+        cfg.num_layers,
+        cfg.num_heads,
+        cfg.teacher_hidden // cfg.num_heads,
+        cfg.ffn_size,
+        seed,
+        tied=cfg.teacher_tied,
+        kv_heads=cfg.teacher_kv_heads,
+    )
+
+
 def _lm_loss(model, x):
     return causal_lm_loss(model(input_ids=x).logits, x)
 
 
 def train_teacher(cfg: LRCReproConfig, seed: int):
-    """The teacher: tiny tied Llama trained on the docstring corpus (the OmniDraft target recipe).
-    Trained once per (config, seed) in a process; each call returns a fresh copy."""
+    """The teacher: a tiny model of ``cfg.teacher_family`` (default the tied Llama of the OmniDraft
+    target recipe) trained on the docstring corpus. Trained once per (config, seed) in a process;
+    each call returns a fresh copy."""
     return copy.deepcopy(_cached_teacher(cfg, seed))
 
 
 @lru_cache(maxsize=2)
 def _cached_teacher(cfg: LRCReproConfig, seed: int):
     data = docstring_lm_data(cfg.vocab_size)
-    head_dim = cfg.teacher_hidden // cfg.num_heads
-    teacher = tiny_tied_llama(
-        data.vocab_size,
-        cfg.teacher_hidden,
-        cfg.num_layers,
-        cfg.num_heads,
-        head_dim,
-        cfg.ffn_size,
-        seed,
-    )
+    teacher = _family_model(cfg, data.vocab_size, cfg.teacher_hidden, seed)
     tcfg = TrainConfig(
         steps=cfg.teacher_steps,
         batch_size=cfg.teacher_batch,
@@ -173,15 +256,8 @@ def experiment(cfg: LRCReproConfig, seed: int, baselines: tuple[str, ...] = BASE
             checks["merged_type"] = type(student).__name__
     if "scratch" not in baselines:
         return {"rows": rows, "checks": checks, "times": times, "sha256": data.sha256}
-    scratch = tiny_tied_llama(
-        data.vocab_size,
-        cfg.student_hidden,
-        cfg.num_layers,
-        cfg.num_heads,
-        cfg.teacher_hidden // cfg.num_heads,
-        cfg.ffn_size,
-        seed,
-    )
+    # the student's architecture (family, heads, head_dim, d_ff, tying) trained from scratch
+    scratch = _family_model(cfg, data.vocab_size, cfg.student_hidden, seed)
     t0 = time.perf_counter()
     train_lm(scratch, _lm_loss, data.train, train)
     times["scratch"] = time.perf_counter() - t0
@@ -221,6 +297,13 @@ _PAPER = (
 
 #: Quick mode: the checks only (a short teacher and LRC run); full mode is the spec's setting.
 QUICK = LRCReproConfig(teacher_steps=100, steps=40, val_batches=4)
+
+#: The Qwen2 teachers of the second and third comparisons (q/k/v biases, 2 of 4 KV heads): tied
+#: as Qwen2.5-0.5B–3B, untied as Qwen2.5-7B (the paper's teachers are Qwen2.5-3B and -7B).
+QWEN2_TEACHERS = {
+    "tied": {"teacher_family": "qwen2", "teacher_tied": True, "teacher_kv_heads": 2},
+    "untied": {"teacher_family": "qwen2", "teacher_tied": False, "teacher_kv_heads": 2},
+}
 
 
 @single_thread
@@ -262,6 +345,15 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: LRCReproConfig | None = None) 
     d_scratch = diffs("scratch (same architecture)")
     d_clone = diffs("LRC α=0 (no clone)")
     claim_seeds_ = seeds if mode == "full" else []
+    # LRC vs scratch with Qwen2 teachers (full mode only, as the Llama comparison)
+    qwen: dict[str, list[dict]] = {
+        k: [experiment(replace(cfg, **v), s, ("scratch",)) for s in claim_seeds_]
+        for k, v in QWEN2_TEACHERS.items()
+    }
+    d_qwen = {
+        k: [ce(o, "LRC") - ce(o, "scratch (same architecture)") for o in outs_k] or [float("nan")]
+        for k, outs_k in qwen.items()
+    }
     result.claims += [
         Claim(
             "max |Δlogit| merged LlamaForCausalLM vs functional student",
@@ -284,6 +376,33 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: LRCReproConfig | None = None) 
             paper=_PAPER,
             modes=("full",),
             headline=True,
+        ),
+        paper_claim(
+            "val CE: LRC − scratch, tied Qwen2 teacher (q/k/v biases, 2 KV heads, as "
+            "Qwen2.5-3B; same 48-wide Qwen2, equal tokens)",
+            d_qwen["tied"],
+            -0.20,
+            "<=",
+            seeds=claim_seeds_,
+            paper=_PAPER,
+            modes=("full",),
+        ),
+        paper_claim(
+            "val CE: LRC − scratch, untied Qwen2 teacher (q/k/v biases, 2 KV heads, as "
+            "Qwen2.5-7B; same 48-wide untied Qwen2, equal tokens)",
+            d_qwen["untied"],
+            -0.20,
+            "<=",
+            seeds=claim_seeds_,
+            paper=_PAPER,
+            modes=("full",),
+            expected="xfail",
+            reason=(
+                "-0.029 [-0.048, -0.019] at seeds 0-2: the untied 48-wide scratch model gains "
+                "0.2-0.3 nats from its own LM head (val CE 5.18-5.24 vs 5.35-5.49 tied), the "
+                "LRC student none (5.16-5.20 vs 5.16-5.23); an untied Llama teacher alike: "
+                "-0.044 [-0.046, -0.007], so untying, not biases or GQA, removes the gain"
+            ),
         ),
         paper_claim(
             "val CE: LRC − LRC without clone terms (α = 0)",
@@ -310,6 +429,16 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: LRCReproConfig | None = None) 
             "times": outs[0]["times"],
             "diff_vs_scratch": d_scratch,
             "diff_vs_no_clone": d_clone,
+            "qwen2_teachers": {
+                k: {
+                    "diff_vs_scratch": d_qwen[k],
+                    "per_seed": {s: o["rows"] for s, o in zip(claim_seeds_, outs_k, strict=True)},
+                    "max_logit_diff": max(
+                        (o["checks"]["max_logit_diff"] for o in outs_k), default=None
+                    ),
+                }
+                for k, outs_k in qwen.items()
+            },
             "info_variants_val_ce": info,
             "corpus_sha256": outs[0]["sha256"],
             "config": asdict(cfg),
@@ -323,5 +452,10 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: LRCReproConfig | None = None) 
         "the paper's T = 40 and 2048 positions it weighs ≈ 2048/40² ≈ 1.3×; the library default "
         "stays the code's batchmean",
         *(f"information, seed {seed}: {k}: val CE {v:.3f}" for k, v in info.items()),
+        *(
+            f"{k} Qwen2 teacher: LRC − scratch per seed {[round(d, 4) for d in d_qwen[k]]}"
+            for k in qwen
+            if qwen[k]
+        ),
     ]
     return result
