@@ -18,6 +18,7 @@ from eff_vision.tensor_compress import (
     sqrt_sigma,
     tucker2_als_sigma,
     tucker2_rank_for_ratio,
+    tucker2_rank_search,
     tucker2_to_weight,
 )
 
@@ -181,6 +182,63 @@ def test_ranks_for_ratio_match_the_spec():
     assert cp_rank_for_ratio((32, 32, 3, 3), 0.25) == 31
 
 
+@pytest.mark.parametrize("rank", [(24, 1), (1, 1), (5, 1)])
+def test_tucker2_with_one_input_rank_matches_hooi(rank):
+    # R_I = 1 crashed (torch.kron on the (I, 1) QR factor with strides (1, I)): the strongest
+    # ratios give rank 1, e.g. tucker2_rank_for_ratio((32, 16, 3, 3), 0.02) == 1
+    from eff_vision.reproduce.tensor_compress import _hooi
+
+    w = _noisy_tucker(24, 12, 5, 0.3, seed=8)
+    ours = tucker2_to_weight(*tucker2_als_sigma(w, rank, None, n_iter_max=2000, tol=0.0))
+    assert float((ours - _hooi(w, rank)).norm() / w.norm()) <= 1e-6
+    sigma = torch.cov(_correlated_patches(108, seed=9).T)
+    _, trace = tucker2_als_sigma(w, rank, sigma, 20, return_trace=True)
+    assert all(b <= a for a, b in itertools.pairwise(trace.errors))
+    assert tucker2_rank_for_ratio((32, 16, 3, 3), 0.02) == 1
+    seq = decompose_conv(_conv(o=32, i=16), "tucker2", ratio=0.02)
+    assert seq[1].weight.shape[:2] == (1, 1)
+
+
+def _low_rank_input_sigma(i, k2, directions, seed):
+    """Patches whose channels span only ``directions`` directions (a low-effective-rank Σ)."""
+    g = _gen(seed)
+    mix = torch.randn(directions, i, generator=g, dtype=torch.float64)
+    z = torch.randn(4000, directions, k2, generator=g, dtype=torch.float64)
+    x = torch.einsum("nds,di->nis", z, mix).reshape(4000, i * k2)
+    return x.T @ x / 4000 + 1e-4 * torch.eye(i * k2, dtype=torch.float64)
+
+
+def test_rank_search_spends_the_budget_where_the_data_live():
+    w = torch.randn(32, 16, 3, 3, generator=_gen(10), dtype=torch.float64)
+    sigma = _low_rank_input_sigma(16, 9, 3, seed=11)
+    pair = tucker2_rank_search(w, 0.15, sigma)
+    o, i, k2 = 32, 16, 9
+    budget = 0.15 * o * i * k2
+    cost = lambda r: r[0] * o + r[0] * r[1] * k2 + r[1] * i  # noqa: E731
+    assert cost(pair) <= budget < min(cost((pair[0] + 1, pair[1])), cost((pair[0], pair[1] + 1)))
+    assert pair[1] <= 4 < pair[0]  # few input ranks: the inputs span 3 channel directions
+    equal = tucker2_rank_for_ratio((o, i, 3, 3), 0.15)
+
+    def err(r):
+        return sigma_error(w, tucker2_to_weight(*tucker2_als_sigma(w, r, sigma, 30)), sigma)
+
+    assert err(pair) < 0.8 * err((equal, equal))
+    conv = _conv(o=32, i=16)
+    with torch.no_grad():
+        conv.weight.copy_(w)
+    seq = decompose_conv(conv, "tucker2", ratio=0.15, sigma=sigma, rank_selection="search")
+    assert tuple(seq[1].weight.shape[:2]) == pair
+    assert decompose_conv(conv, "tucker2", ratio=0.15)[1].weight.shape[:2] == (equal, equal)
+    net = nn.Sequential(conv)
+    x = torch.randn(8, 16, 6, 6, generator=_gen(12), dtype=torch.float64)
+    small = compress_model(net, [x], 0.15, rank_selection="search")
+    assert small[0][1].weight.shape[0] * small[0][1].weight.shape[1] <= budget / k2
+    with pytest.raises(ValueError, match="rank_selection must be one of"):
+        decompose_conv(conv, "tucker2", ratio=0.15, rank_selection="best")
+    with pytest.raises(ValueError, match="rank_selection must be one of"):
+        compress_model(net, [x], 0.15, rank_selection="best")
+
+
 def test_compress_model_replaces_layers_and_keeps_accuracy_close(digits_cnn):
     from eff_vision._training import accuracy
 
@@ -292,3 +350,97 @@ def test_quick_reproduction_claims_hold():
         "Tucker-2-ALS-Σ",
         "CPD-ALS-Σ",
     ]
+
+
+SMALL = dict(
+    n_train=300, n_test=120, epochs=3, calib_images=64, frob_iters=30, report_centered=False
+)
+
+
+def test_experiment_takes_a_calibration_set_of_the_users_choice():
+    from eff_vision.data.digits import digits_splits
+    from eff_vision.reproduce.tensor_compress import TensorCompressConfig, experiment
+
+    cfg = TensorCompressConfig(**SMALL)
+    default = experiment(cfg, 2)
+    (xtr, _), _ = digits_splits((300, 120), 2)
+    same = experiment(cfg, 2, calib=xtr[:64])
+    assert same["results"] == default["results"]  # the default is the first 64 training images
+    batches = experiment(cfg, 2, calib=[(xtr[:32], None), xtr[32:64]])  # a loader's batches
+    for name, res in default["results"].items():
+        for key, value in res.items():
+            assert batches["results"][name][key] == pytest.approx(value, rel=1e-9, abs=1e-12)
+    other = torch.rand(64, 1, 8, 8, generator=_gen(13))  # Σ from another "dataset"
+    moved = experiment(cfg, 2, calib=other)
+    for name in ("Tucker-2 Frobenius", "CPD Frobenius"):  # Σ does not enter them
+        assert moved["results"][name]["frob_c2"] == default["results"][name]["frob_c2"]
+    for name in ("Tucker-2-ALS-Σ", "CPD-ALS-Σ"):
+        assert moved["results"][name]["frob_c2"] != default["results"][name]["frob_c2"]
+    with pytest.raises(ValueError, match=r"calib batches must be image tensors \(N, 1, 8, 8\)"):
+        experiment(cfg, 2, calib=torch.rand(4, 8, 8))
+    with pytest.raises(TypeError, match="calib must be None, an image tensor"):
+        experiment(cfg, 2, calib=3)
+
+
+def test_sweep_follows_the_main_protocol_and_within_points():
+    from eff_vision.reproduce.tensor_compress import TensorCompressConfig, experiment, within_points
+
+    cfg = TensorCompressConfig(**SMALL, sweep_ratios=(0.15, 0.25))
+    out = experiment(cfg, 1)
+    sweep = out["sweep"]
+    assert sweep["ratios"] == [0.15, 0.25]
+    for name in ("Tucker-2 Frobenius", "Tucker-2-ALS-Σ", "CPD Frobenius", "CPD-ALS-Σ"):
+        assert sweep["accuracy"][name][1] == out["results"][name]["accuracy"]  # ratio 0.25 = main
+    assert sweep["ranks"]["tucker2"][0] == {"c2": [6, 6], "c3": [9, 9]}
+    assert sweep["ranks"]["cp"][0] == {"c2": 12, "c3": 18}
+    searched = sweep["ranks"]["tucker2_searched"][0]["c2"]
+    assert (
+        searched != [6, 6]
+        and searched[0] * 32 + searched[0] * searched[1] * 9 + searched[1] * 16 <= 0.15 * 4608
+    )
+    assert within_points([0.1, 0.2, 0.3, 0.4], [0.5, 0.95, 0.93, 0.97], 0.97) == 0.2
+    assert within_points([0.1, 0.2, 0.3], [0.96, 0.90, 0.97], 0.97) == 0.3  # must hold above too
+    assert within_points([0.1, 0.2], [0.5, 0.6], 0.97) is None
+    with pytest.raises(ValueError, match="sweep_ratios must be increasing"):
+        TensorCompressConfig(sweep_ratios=(0.25, 0.15))
+    with pytest.raises(ValueError, match="sweep_ratios must be increasing"):
+        TensorCompressConfig(sweep_ratios=(0.0,))
+
+
+def test_full_mode_sweep_report_plot_within_and_strong_ratio_claims():
+    from eff_shared.reproduce import Result
+    from eff_vision.reproduce.tensor_compress import SWEEP_RATIOS, _add_sweep
+
+    n = len(SWEEP_RATIOS)
+    j = SWEEP_RATIOS.index(0.15)
+    outs = {}
+    for s in range(5):
+        acc = {
+            "Tucker-2 Frobenius": [0.3] * n,
+            "Tucker-2-ALS-Σ": [0.5 + 0.1 * k for k in range(n)],
+            "CPD Frobenius": [0.8] * n,
+            "CPD-ALS-Σ": [0.96 - 0.01 * s] * n,
+            "Tucker-2-ALS-Σ (searched ranks)": [0.9] * n,
+        }
+        ranks = {"tucker2_searched": [{"c2": [10, 3], "c3": [12, 7]}] * n}
+        outs[s] = {"orig_acc": 0.97, "sweep": {"accuracy": acc, "ranks": ranks}}
+    result = Result(name="t", mode="full", seed=0)
+    _add_sweep(result, outs, [0, 1, 2, 3, 4])
+    series = result.series["accuracy_vs_ratio"]
+    assert series["x"] == list(SWEEP_RATIOS) and series["original"] == [0.97] * n
+    assert series["Tucker-2-ALS-Σ"][j] == pytest.approx(0.5 + 0.1 * j)
+    within = result.metrics["sweep"]["within_4_points"]
+    first = next(r for r, k in zip(SWEEP_RATIOS, range(n), strict=True) if 0.5 + 0.1 * k >= 0.93)
+    assert within["Tucker-2-ALS-Σ"]["median_drop"] == first
+    assert within["Tucker-2 Frobenius"]["median_drop"] is None
+    assert within["CPD-ALS-Σ"]["per_seed"] == [SWEEP_RATIOS[0]] * 4 + [None]  # 0.92 < 0.97 − 0.04
+    claims = {c.text.split(": ", 1)[1]: c for c in result.claims}
+    tucker = claims["acc(Tucker-2-ALS-Σ) − acc(Tucker-2 Frobenius), no fine-tuning"]
+    assert tucker.values == pytest.approx([0.2 + 0.1 * j] * 5) and tucker.threshold == 0.10
+    assert tucker.modes == ("full",) and tucker.kind == "paper"
+    cp = claims["acc(CPD-ALS-Σ) − acc(original)"]
+    assert (
+        cp.values == pytest.approx([-0.01 - 0.01 * s for s in range(5)]) and cp.threshold == -0.02
+    )
+    assert len(result.claims) == 4 and all(c.seeds == (0, 1, 2, 3, 4) for c in result.claims)
+    assert any("searched ranks" in note for note in result.notes)

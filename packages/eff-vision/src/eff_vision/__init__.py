@@ -68,6 +68,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "sqrt_sigma",
         "tucker2_als_sigma",
         "tucker2_rank_for_ratio",
+        "tucker2_rank_search",
         "tucker2_to_weight",
     ),
     "fingerprint": (

@@ -62,8 +62,11 @@ __all__ = [
     "sqrt_sigma",
     "tucker2_als_sigma",
     "tucker2_rank_for_ratio",
+    "tucker2_rank_search",
     "tucker2_to_weight",
 ]
+
+RANK_SELECTIONS = ("equal", "search")
 
 JITTER_EXPONENTS = tuple(range(-9, -2))  # 1e-9 ... 1e-3, the official fallback loop
 
@@ -319,7 +322,9 @@ def tucker2_als_sigma(
         u_i, rr = torch.linalg.qr(u_i)
         core = torch.einsum("abhw,cb->achw", core, rr)  # keeps W̃ unchanged
         # (2) U_O: ordinary least squares in the Σ-norm.
-        p = torch.kron(u_i.contiguous(), eye_k)  # [I k², R_I k²]
+        # P = U_I ⊗ I_{k²} [I k², R_I k²], built by broadcasting: torch.kron fails on an (I, 1)
+        # U_I (R_I = 1) whose QR output has strides (1, I)
+        p = (u_i[:, None, :, None] * eye_k[None, :, None, :]).reshape(i * k2, r_i * k2)
         h = core.reshape(r_o, r_i * k2) @ p.T  # [R_O, I k²]
         u_o = _spd_solve(h @ sig @ h.T, (ws @ h.T).T).T
         u_o, rr = torch.linalg.qr(u_o)
@@ -492,6 +497,47 @@ def tucker2_rank_for_ratio(shape: tuple[int, ...], ratio: float) -> int:
     return best
 
 
+def _budget_frontier(shape: tuple[int, ...], ratio: float) -> list[tuple[int, int]]:
+    """The (R_O, R_I) within the Tucker-2 budget that neither rank can grow from (at least (1, 1))."""
+    o, i, kh, kw = shape
+    budget = ratio * o * i * kh * kw
+    best_o = {}
+    for r_i in range(1, i + 1):
+        fits = [r_o for r_o in range(1, o + 1) if r_o * o + r_o * r_i * kh * kw + r_i * i <= budget]
+        if fits:
+            best_o[r_i] = max(fits)
+    pairs = [(r_o, r_i) for r_i, r_o in best_o.items() if best_o.get(r_i + 1) != r_o]
+    return pairs or [(1, 1)]
+
+
+def tucker2_rank_search(
+    weight: Tensor,
+    ratio: float,
+    sigma: Tensor | None = None,
+    n_iter_max: int = 30,
+    name: str = "weight",
+) -> tuple[int, int]:
+    """(R_O, R_I) for a parameter ``ratio`` chosen by the data: of the pairs on the budget's frontier
+    (R_O·O + R_O·R_I·k² + R_I·I ≤ ratio·O·I·k², neither rank can grow), the one whose Tucker-2-ALS-Σ
+    (HOSVD init, ``n_iter_max`` iterations) has the smallest relative Σ-error (``sigma=None``:
+    Frobenius). Costs one short ALS per frontier pair (at most min(O, I) pairs).
+
+    :func:`tucker2_rank_for_ratio` keeps R_O = R_I; when the layer's inputs occupy few directions
+    (Σ of low effective rank) the input factor needs fewer ranks than the output factor, and the
+    equal split wastes the budget there (measured on the digits CNN at ratio 0.15: c2's relative
+    Σ-error 0.24 at (6, 6), 0.15 at (10, 3))."""
+    w4 = _check_weight(weight, name)
+    ratio = _check_ratio(ratio)
+    best: tuple[float, tuple[int, int]] | None = None
+    for pair in _budget_frontier(tuple(w4.shape), ratio):
+        approx = tucker2_to_weight(*tucker2_als_sigma(w4, pair, sigma, n_iter_max, name=name))
+        err = sigma_error(w4, approx, sigma)
+        if best is None or err < best[0]:
+            best = (err, pair)
+    assert best is not None
+    return best[1]
+
+
 def cp_rank_for_ratio(shape: tuple[int, ...], ratio: float) -> int:
     """Largest R with R·(O + I + k²) ≤ ratio·O·I·k² (at least 1)."""
     ratio = _check_ratio(ratio)
@@ -523,14 +569,21 @@ def decompose_conv(
     tol: float = 1e-6,
     init: str | tuple = "svd",
     name: str = "conv",
+    rank_selection: Literal["equal", "search"] = "equal",
 ) -> nn.Sequential:
     """Replace ``conv`` by its factorised ``nn.Sequential`` (Tucker-2: 1×1 → k×k → 1×1; CP: 1×1 →
     depthwise k×k → 1×1). Give ``rank`` or ``ratio`` (parameter budget in (0, 1]). ``sigma`` is the
     patch covariance (None = Frobenius). ``bias_correction`` adds (W − W̃)_mat·``mean`` to the bias.
+    ``rank_selection`` (Tucker-2 with ``ratio``): ``"equal"`` R_O = R_I
+    (:func:`tucker2_rank_for_ratio`) or ``"search"`` (:func:`tucker2_rank_search` in the Σ-norm).
     A 1×1 conv under Tucker-2 is returned unchanged (in a Sequential) with a warning."""
     conv = _check_conv(conv, name)
     if method not in ("tucker2", "cp"):
         raise ValueError(f"method must be one of ['tucker2', 'cp'], got {method!r}")
+    if rank_selection not in RANK_SELECTIONS:
+        raise ValueError(
+            f"rank_selection must be one of {list(RANK_SELECTIONS)}, got {rank_selection!r}"
+        )
     if (rank is None) == (ratio is None):
         raise ValueError(f"{name}: give exactly one of rank and ratio")
     w = conv.weight.detach()
@@ -543,11 +596,12 @@ def decompose_conv(
         )
         return nn.Sequential(copy.deepcopy(conv))
     if ratio is not None:
-        rank = (
-            tucker2_rank_for_ratio(tuple(w.shape), ratio)
-            if method == "tucker2"
-            else cp_rank_for_ratio(tuple(w.shape), ratio)
-        )
+        if method == "cp":
+            rank = cp_rank_for_ratio(tuple(w.shape), ratio)
+        elif rank_selection == "search":
+            rank = tucker2_rank_search(w, ratio, sigma, name=name)
+        else:
+            rank = tucker2_rank_for_ratio(tuple(w.shape), ratio)
     spatial = dict(
         stride=conv.stride, padding=conv.padding, dilation=conv.dilation,
         padding_mode=conv.padding_mode, bias=False,
@@ -622,14 +676,20 @@ def compress_model(
     n_iter_max: int = 100,
     tol: float = 1e-6,
     max_batches: int | None = None,
+    rank_selection: Literal["equal", "search"] = "equal",
 ) -> nn.Module:
     """A compressed deep copy of ``model``: each conv in ``layers`` (default: every groups=1 conv
     with a spatial kernel) replaced by its factorised layer at parameter ``ratio``; Σ comes from
-    ``calib_loader`` when ``data_informed`` (else Frobenius). Grouped convs named in ``layers``
-    raise ``ValueError``; 1×1 convs under Tucker-2 are skipped with a warning."""
+    ``calib_loader`` when ``data_informed`` (else Frobenius). ``rank_selection`` as in
+    :func:`decompose_conv` (Tucker-2 ranks: ``"equal"`` or ``"search"``). Grouped convs named in
+    ``layers`` raise ``ValueError``; 1×1 convs under Tucker-2 are skipped with a warning."""
     _check_ratio(ratio)
     if method not in ("tucker2", "cp"):
         raise ValueError(f"method must be one of ['tucker2', 'cp'], got {method!r}")
+    if rank_selection not in RANK_SELECTIONS:
+        raise ValueError(
+            f"rank_selection must be one of {list(RANK_SELECTIONS)}, got {rank_selection!r}"
+        )
     modules = dict(model.named_modules())
     if layers is None:
         layers = [
@@ -656,7 +716,7 @@ def compress_model(
     for n in todo:
         new = decompose_conv(
             modules[n], method, ratio=ratio, sigma=sigmas.get(n), n_iter_max=n_iter_max,
-            tol=tol, name=n,
+            tol=tol, name=n, rank_selection=rank_selection,
         )  # fmt: skip
         _set_module(out, n, new)
     return out

@@ -11,13 +11,21 @@ compressed at ratio 0.25 of their parameters (Tucker ranks 8 and 12; CP ranks 20
 Frobenius solution (100 iterations from the SVD init). The centred (official) Σ is also reported.
 tensorly is not imported here (it is a test-only cross-check); the Σ = I Tucker-2 ALS is instead
 checked against HOOI (alternating SVDs), an independent algorithm for the same optimum.
+
+Full mode adds a sweep of compression ratios (:data:`SWEEP_RATIOS`, every seed): accuracy vs ratio
+of the four decompositions and of Tucker-2-ALS-Σ at ranks chosen by
+:func:`~eff_vision.tensor_compress.tucker2_rank_search`, the smallest ratio from which each stays
+within 4 points of the original, and paper claims at the strong ratio 0.15. ``experiment`` takes a
+calibration set of the user's choice for Σ (``calib=``).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import statistics
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,12 +49,29 @@ from eff_vision.tensor_compress import (
     sqrt_sigma,
     tucker2_als_sigma,
     tucker2_rank_for_ratio,
+    tucker2_rank_search,
     tucker2_to_weight,
 )
 
-__all__ = ["DigitsCNN", "TensorCompressConfig", "experiment", "run"]
+__all__ = [
+    "SWEEP_RATIOS",
+    "DigitsCNN",
+    "TensorCompressConfig",
+    "experiment",
+    "run",
+    "within_points",
+]
 
 LAYERS = ("c2", "c3")
+SWEEP_RATIOS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)  # full mode's accuracy-vs-ratio sweep
+STRONG_RATIO = 0.15  # "strong compression": the ratio of the paper claims beyond 0.25
+SWEEP_METHODS = (
+    "Tucker-2 Frobenius",
+    "Tucker-2-ALS-Σ",
+    "CPD Frobenius",
+    "CPD-ALS-Σ",
+    "Tucker-2-ALS-Σ (searched ranks)",
+)
 
 
 class DigitsCNN(nn.Module):
@@ -68,6 +93,10 @@ class DigitsCNN(nn.Module):
 
 @dataclass(frozen=True)
 class TensorCompressConfig:
+    """Data, training, ratio and ALS settings (defaults: the spec). ``sweep_ratios``: ratios at which
+    :func:`experiment` also compresses the same trained CNN (empty: no sweep); ``sweep_rank_search``
+    adds Tucker-2-ALS-Σ at Σ-searched ranks to the sweep."""
+
     n_train: int = 1200
     n_test: int = 597
     epochs: int = 40
@@ -80,6 +109,8 @@ class TensorCompressConfig:
     cp_iters: int = 40
     centered: bool = False
     report_centered: bool = True
+    sweep_ratios: tuple[float, ...] = ()
+    sweep_rank_search: bool = True
 
     def __post_init__(self) -> None:
         for name in ("n_train", "n_test", "epochs", "batch_size", "calib_images"):
@@ -87,6 +118,11 @@ class TensorCompressConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 < self.ratio <= 1:
             raise ValueError(f"ratio must lie in (0, 1], got {self.ratio}")
+        bad = [r for r in self.sweep_ratios if not 0 < r <= 1]
+        if bad or list(self.sweep_ratios) != sorted(set(self.sweep_ratios)):
+            raise ValueError(
+                f"sweep_ratios must be increasing ratios in (0, 1], got {self.sweep_ratios!r}"
+            )
 
 
 def train_digits_cnn(cfg: TensorCompressConfig, seed: int) -> tuple[DigitsCNN, dict[str, Any]]:
@@ -138,13 +174,45 @@ def _hooi(weight: torch.Tensor, rank: tuple[int, int], iters: int = 500) -> torc
     return approx
 
 
-def experiment(cfg: TensorCompressConfig, seed: int) -> dict[str, Any]:
+def _calib_batches(
+    calib: torch.Tensor | Iterable | None, data: dict, cfg: TensorCompressConfig
+) -> list:
+    if calib is None:
+        return [data["xtr"][: cfg.calib_images]]
+    if isinstance(calib, torch.Tensor):
+        batches = [calib]
+    elif isinstance(calib, Iterable):
+        batches = list(calib)  # Σ is accumulated twice (uncentred, centred): keep the batches
+    else:
+        raise TypeError(
+            f"calib must be None, an image tensor (N, 1, 8, 8) or an iterable of batches, got {type(calib).__name__}"
+        )
+    for b in batches:
+        x = b[0] if isinstance(b, list | tuple) else b
+        if not isinstance(x, torch.Tensor) or x.ndim != 4 or tuple(x.shape[1:]) != (1, 8, 8):
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"calib batches must be image tensors (N, 1, 8, 8), got {got}")
+    if not batches:
+        raise ValueError("calib must hold at least one batch of images")
+    return batches
+
+
+def experiment(
+    cfg: TensorCompressConfig, seed: int, calib: torch.Tensor | Iterable | None = None
+) -> dict[str, Any]:
+    """Train the digits CNN, estimate Σ, compress c2 and c3 with the four decompositions.
+
+    ``calib``: the calibration images for Σ — a tensor (N, 1, 8, 8) or an iterable of such batches
+    (or of (images, ...) tuples); None (default) takes the first ``cfg.calib_images`` training
+    images. The Frobenius decompositions do not depend on it. With ``cfg.sweep_ratios`` the result
+    also holds ``"sweep"`` (see :func:`_sweep`).
+    """
     model, data = train_digits_cnn(cfg, seed)
     orig_acc = accuracy(model, data["xte"], data["yte"])
-    calib = data["xtr"][: cfg.calib_images]
-    sig_sets = {"uncentred": input_covariance(model, [calib], list(LAYERS), centered=False)}
+    calib_batches = _calib_batches(calib, data, cfg)
+    sig_sets = {"uncentred": input_covariance(model, calib_batches, list(LAYERS), centered=False)}
     if cfg.report_centered:
-        sig_sets["centred"] = input_covariance(model, [calib], list(LAYERS), centered=True)
+        sig_sets["centred"] = input_covariance(model, calib_batches, list(LAYERS), centered=True)
     sig_main = sig_sets["centred" if cfg.centered else "uncentred"]
     convs = {n: getattr(model, n) for n in LAYERS}
     ranks = {
@@ -235,10 +303,77 @@ def experiment(cfg: TensorCompressConfig, seed: int) -> dict[str, Any]:
         )
         for n in LAYERS
     }  # fmt: skip
-    return {
+    out = {
         "rows": rows, "results": results, "orig_acc": orig_acc, "ranks": ranks, "traces": traces,
         "hooi_diff": hooi_diff, "train_s": data["train_s"], "epochs": cfg.epochs,
     }  # fmt: skip
+    if cfg.sweep_ratios:
+        out["sweep"] = _sweep(model, data, cfg, sig_main)
+    return out
+
+
+def _sweep(
+    model: nn.Module, data: dict, cfg: TensorCompressConfig, sig: dict[str, torch.Tensor]
+) -> dict[str, Any]:
+    """Accuracy (no fine-tuning) of every :data:`SWEEP_METHODS` entry at each of
+    ``cfg.sweep_ratios``, with the ranks used; the protocol of the main comparison at each ratio
+    (Frobenius ALS ``frob_iters``; Σ-ALS from it, ``tucker_iters`` / ``cp_iters``)."""
+    convs = {n: getattr(model, n) for n in LAYERS}
+    w64 = {n: c.weight.detach().to(torch.float64) for n, c in convs.items()}
+
+    def acc_of(weights: dict[str, torch.Tensor]) -> float:
+        compressed = _replace(model, {n: _layer_from_weight(convs[n], weights[n]) for n in LAYERS})
+        return accuracy(compressed, data["xte"], data["yte"])
+
+    def tucker(ranks: dict[str, tuple[int, int]]) -> tuple[float, float]:
+        frob = {
+            n: tucker2_als_sigma(w64[n], ranks[n], None, cfg.frob_iters, name=n) for n in LAYERS
+        }
+        sig_w = {
+            n: tucker2_to_weight(*tucker2_als_sigma(
+                w64[n], ranks[n], sig[n], cfg.tucker_iters, init=frob[n], name=n))
+            for n in LAYERS
+        }  # fmt: skip
+        return acc_of({n: tucker2_to_weight(*frob[n]) for n in LAYERS}), acc_of(sig_w)
+
+    acc: dict[str, list[float]] = {
+        m: [] for m in SWEEP_METHODS if cfg.sweep_rank_search or "searched" not in m
+    }
+    used: dict[str, list[dict[str, Any]]] = {"tucker2": [], "cp": [], "tucker2_searched": []}
+    for ratio in cfg.sweep_ratios:
+        rt = {
+            n: (tucker2_rank_for_ratio(tuple(c.weight.shape), ratio),) * 2 for n, c in convs.items()
+        }
+        rc = {n: cp_rank_for_ratio(tuple(c.weight.shape), ratio) for n, c in convs.items()}
+        tf, ts = tucker(rt)
+        cf = {n: cp_als_sigma(w64[n], rc[n], None, cfg.frob_iters, name=n) for n in LAYERS}
+        cs = {
+            n: cp_als_sigma(w64[n], rc[n], sig[n], cfg.cp_iters, init=cf[n], name=n) for n in LAYERS
+        }
+        acc["Tucker-2 Frobenius"].append(tf)
+        acc["Tucker-2-ALS-Σ"].append(ts)
+        acc["CPD Frobenius"].append(acc_of({n: cp_to_weight(*cf[n], (3, 3)) for n in LAYERS}))
+        acc["CPD-ALS-Σ"].append(acc_of({n: cp_to_weight(*cs[n], (3, 3)) for n in LAYERS}))
+        used["tucker2"].append({n: list(r) for n, r in rt.items()})
+        used["cp"].append(rc)
+        if cfg.sweep_rank_search:
+            rs = {n: tucker2_rank_search(w64[n], ratio, sig[n], name=n) for n in LAYERS}
+            acc["Tucker-2-ALS-Σ (searched ranks)"].append(tucker(rs)[1])
+            used["tucker2_searched"].append({n: list(r) for n, r in rs.items()})
+    return {"ratios": list(cfg.sweep_ratios), "accuracy": acc, "ranks": used}
+
+
+def within_points(
+    ratios: list[float], accuracies: list[float], original: float, points: float = 0.04
+) -> float | None:
+    """The smallest ratio from which the accuracy stays within ``points`` of ``original`` at every
+    larger ratio of the sweep (None when it is not within at the largest)."""
+    best = None
+    for r, a in zip(reversed(ratios), reversed(accuracies), strict=True):
+        if a < original - points:
+            break
+        best = r
+    return best
 
 
 def _mechanics(seed: int) -> list[Claim]:
@@ -298,18 +433,126 @@ def _accuracies(out: dict[str, Any]) -> dict[str, float]:
     }
 
 
+# Expected verdicts of the strong-compression claims, set by their first 5-seed run (claims.md;
+# seeds 0-4 at ratio 0.15: Tucker Σ − Frobenius +0.474 [+0.159, +0.539], CPD +0.151 [+0.079,
+# +0.377], Tucker-Σ − original −0.101 [−0.154, −0.032], CPD-Σ − original −0.010 [−0.025, −0.002]).
+_STRONG_EXPECTED: dict[str, tuple[str, str]] = {
+    "tucker_vs_f": ("reproduces", ""),
+    "cp_vs_f": ("reproduces", ""),
+    "tucker_vs_orig": (
+        "xfail",
+        "inherent to the equal ranks R_O = R_I (6 / 9), not a bug: the Σ-ALS has converged (1000 "
+        "iterations, SVD or Frobenius start: same error); regularising Σ (+λ·mean diag, λ ≤ 0.1) or "
+        "1200 calibration images move it ≤ 0.014, the centred Σ is worse; c2 keeps a relative "
+        "Σ-error of 0.24-0.28 at (6, 6) vs 0.13-0.15 at the Σ-searched (10, 3), which loses a "
+        "median 0.027 (tucker2_rank_search)",
+    ),
+    "cp_vs_orig": ("reproduces", ""),
+}
+
+
+def _add_sweep(result: Result, outs: dict[int, dict[str, Any]], seeds: list[int]) -> None:
+    """Full mode: the accuracy-vs-ratio plot (median over seeds), the smallest ratio from which each
+    method stays within 4 points of the original, and the paper claims at ratio 0.15."""
+    ratios = list(SWEEP_RATIOS)
+    sw = {s: outs[s]["sweep"]["accuracy"] for s in seeds}
+    orig = {s: outs[s]["orig_acc"] for s in seeds}
+    methods = list(sw[seeds[0]])
+    med = statistics.median
+    drops = {
+        m: [med([sw[s][m][j] - orig[s] for s in seeds]) for j in range(len(ratios))]
+        for m in methods
+    }
+    result.add_series(
+        "accuracy_vs_ratio",
+        {
+            "x": ratios,
+            "original": [med(orig.values())] * len(ratios),
+            **{m: [med([sw[s][m][j] for s in seeds]) for j in range(len(ratios))] for m in methods},
+        },
+        title=f"Accuracy without fine-tuning vs compression ratio (median over seeds {seeds[0]}-{seeds[-1]})",
+        xlabel="parameter ratio of c2 and c3 (compressed / original)",
+        ylabel="test accuracy",
+        yscale="linear",
+    )
+    within = {
+        m: {
+            "median_drop": within_points(ratios, drops[m], 0.0),
+            "per_seed": [within_points(ratios, sw[s][m], orig[s]) for s in seeds],
+        }
+        for m in methods
+    }
+    result.metrics["sweep"] = {
+        "ratios": ratios,
+        "seeds": seeds,
+        "original": {str(s): orig[s] for s in seeds},
+        "accuracy": {str(s): sw[s] for s in seeds},
+        "median_drop": drops,
+        "ranks": {str(s): outs[s]["sweep"]["ranks"] for s in seeds},
+        "within_4_points": within,
+    }
+
+    def fmt(r: float | None) -> str:
+        return "never" if r is None else f"{r:g}"
+
+    result.notes.append(
+        "Within 4 points of the original accuracy (no fine-tuning) from ratio (median drop over "
+        f"seeds; per seed in brackets), swept {', '.join(f'{r:g}' for r in ratios)}: "
+        + "; ".join(
+            f"{m} {fmt(w['median_drop'])} [{', '.join(fmt(r) for r in w['per_seed'])}]"
+            for m, w in within.items()
+        )
+    )
+    j = ratios.index(STRONG_RATIO)
+
+    def diff(a: str, b: str | None) -> list[float]:
+        return [sw[s][a][j] - (orig[s] if b is None else sw[s][b][j]) for s in seeds]
+
+    tag = f"ratio {STRONG_RATIO:g} (strong compression; ranks Tucker 6 / 9, CP 12 / 18)"
+    specs = (
+        ("tucker_vs_f", f"{tag}: acc(Tucker-2-ALS-Σ) − acc(Tucker-2 Frobenius), no fine-tuning",
+         diff("Tucker-2-ALS-Σ", "Tucker-2 Frobenius"), 0.10),
+        ("cp_vs_f", f"{tag}: acc(CPD-ALS-Σ) − acc(CPD Frobenius)",
+         diff("CPD-ALS-Σ", "CPD Frobenius"), 0.0),
+        ("tucker_vs_orig", f"{tag}: acc(Tucker-2-ALS-Σ) − acc(original)",
+         diff("Tucker-2-ALS-Σ", None), -0.04),
+        ("cp_vs_orig", f"{tag}: acc(CPD-ALS-Σ) − acc(original)", diff("CPD-ALS-Σ", None), -0.02),
+    )  # fmt: skip
+    for key, text, values, threshold in specs:
+        expected, reason = _STRONG_EXPECTED[key]
+        result.claims.append(
+            paper_claim(
+                text, values, threshold, ">=", seeds=seeds, paper=PAPER, modes=("full",),
+                expected=expected, reason=reason,
+            )
+        )  # fmt: skip
+    if "Tucker-2-ALS-Σ (searched ranks)" in methods:
+        searched = diff("Tucker-2-ALS-Σ (searched ranks)", None)
+        ranks = outs[seeds[0]]["sweep"]["ranks"]["tucker2_searched"][j]
+        result.notes.append(
+            f"Tucker-2-ALS-Σ at ratio {STRONG_RATIO:g} with Σ-searched ranks (tucker2_rank_search; seed "
+            f"{seeds[0]}: {ranks}) instead of R_O = R_I: acc − original median {med(searched):+.3f} "
+            f"[{min(searched):+.3f}, {max(searched):+.3f}] vs {med(diff('Tucker-2-ALS-Σ', None)):+.3f} "
+            "at equal ranks (information)"
+        )
+
+
 def run(mode: Mode = "quick", seed: int = 0) -> Result:
     """Accuracy comparisons are paper claims over seeds (quick: 1 seed; full: seeds seed..seed+4,
     each training its own CNN); the Σ-error ratios, ALS monotonicity, HOOI equivalence and the
     mechanics are checks at the master seed."""
     check_choice("mode", mode, ["quick", "full"])
-    cfg = TensorCompressConfig()
+    sweep = SWEEP_RATIOS if mode == "full" else ()
+    cfg = TensorCompressConfig(sweep_ratios=sweep)
     out = experiment(cfg, seed)
     res, orig = out["results"], out["orig_acc"]
     tucker_s, cp_s = res["Tucker-2-ALS-Σ"], res["CPD-ALS-Σ"]
     tucker_f, cp_f = res["Tucker-2 Frobenius"], res["CPD Frobenius"]
     seeds = claim_seeds(mode, seed, quick=1, full=5)
-    others = {s: experiment(TensorCompressConfig(report_centered=False), s) for s in seeds[1:]}
+    others = {
+        s: experiment(TensorCompressConfig(report_centered=False, sweep_ratios=sweep), s)
+        for s in seeds[1:]
+    }
     acc = {seed: _accuracies(out), **{s: _accuracies(o) for s, o in others.items()}}
     result = Result(
         name="vision.tensor_compress", mode=mode, seed=seed,
@@ -384,6 +627,8 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
             "original": o["orig_acc"],
             **{k: v["accuracy"] for k, v in o["results"].items()},
         }
+    if mode == "full":
+        _add_sweep(result, {seed: out, **others}, seeds)
     if not all(math.isfinite(c.measured) for c in result.claims):
         result.notes.append("some measurements are not finite")
     return result
