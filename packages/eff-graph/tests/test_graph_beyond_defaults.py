@@ -185,3 +185,85 @@ def test_imgda_harder_settings_feed_the_full_mode_claims():
         "structure-only shift: dual-branch CE only",
         "structure-only shift: GCN source-only",
     ]
+
+
+def test_scaled_world_and_the_world_size_sweep():
+    from eff_graph.remindrag import HashingEmbedder
+
+    default = multihop_world(seed=0)
+    assert multihop_world(seed=0, **remindrag_repro.scaled_world(1, 2)) == default
+    chunks, triples, questions = multihop_world(seed=1, **remindrag_repro.scaled_world(2))
+    assert len(triples) == 200 and len(chunks) == 67 and len(questions["original"]) == 40
+    assert max(sum(t.chunk_id == c.chunk_id for t in triples) for c in chunks) == 3
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError, match="scale"):
+            remindrag_repro.scaled_world(bad)
+    emb = HashingEmbedder(remindrag_repro.HASH_DIM)
+    systems = {
+        k: remindrag_repro.SYSTEMS[k] for k in (remindrag_repro.NAIVE, remindrag_repro.REMIND)
+    }
+    sweep = remindrag_repro.world_size_sweep([0], emb, systems, scales=(1,))
+    direct = remindrag_repro.run_world(0, emb, systems, world=remindrag_repro.scaled_world(1))
+    for name, passes in sweep[1][0].items():
+        for p, summary in passes.items():
+            ok = summary.pop("correct_per_question")
+            ref = direct["passes"][name][p]
+            for key in set(ref) - {"seconds_excl_llm"}:  # wall time aside
+                assert summary[key] == ref[key], key
+            assert sum(ok) == round(summary["accuracy"] * len(ok))
+
+
+def test_world_size_section_claims_are_the_sweep_ratios():
+    from eff_graph.remindrag import HashingEmbedder
+    from eff_shared.reproduce import Result
+
+    emb = HashingEmbedder(remindrag_repro.HASH_DIM)
+    result = Result("graph.remindrag", "full", 0)
+    remindrag_repro._world_size(result, [0], emb, None, scales=(1,))
+    claims = {c.text.split(":")[0]: c for c in result.claims}
+    assert len(result.claims) == 4  # the MiniLM claims need the embedder
+    sweep = remindrag_repro.world_size_sweep(
+        [0], emb, {remindrag_repro.REMIND: {}}, scales=(1,), max_jumps=20
+    )[1][0]
+    want = (
+        sweep[remindrag_repro.REMIND]["repeat"]["calls"]
+        / sweep[remindrag_repro.REMIND]["original"]["calls"]
+    )
+    key = "hashing, world x1 (100 facts, 3 per chunk), max_jumps 20"
+    assert claims[key].values == (want,) and claims[key].threshold == 0.7
+    assert claims[key].modes == ("full",) and claims[key].expected == "reproduces"
+    hash10 = "hashing, world x1 (100 facts, 3 per chunk), max_jumps 10"
+    assert claims[hash10].expected == "xfail" and claims[hash10].reason
+    series = result.series["remindrag_repeat_vs_world_size"]
+    assert series["x"] == [100.0] and series["hashing, max_jumps 20"] == [want]
+    assert "hashing, max_jumps 20, no punishment" in series
+    split = result.metrics["world_size"]["answered_split"]["hashing, max_jumps 10"]["1"][0]
+    assert 0.0 <= split[0] <= 1.0
+
+
+def test_punishment_for_a_near_parallel_question_erases_an_earlier_memory():
+    """Why hashing loses its saving as the world grows: questions of one template are nearly
+    parallel, and the intended punishment of an unused edge for one erases another's replay."""
+    import math
+
+    import numpy as np
+
+    from eff_graph.remindrag import KnowledgeGraph, enhance_memory, punish_memory
+
+    kg = KnowledgeGraph()
+    kg.add_chunk("1", "u r v")
+    edge = kg.add_relation("U", "r", "V", "1")
+    kg.embed(HashingEmbedder(8))
+    basis = np.eye(8)
+    kg.node_embedding["U"], kg.node_embedding["V"] = basis[0], basis[1]  # h_u·h_v = 0
+    q1 = basis[2]
+    q2 = 0.85 * basis[2] + math.sqrt(1 - 0.85**2) * basis[3]  # cos(q1, q2) = 0.85
+    q3 = 0.55 * basis[2] + math.sqrt(1 - 0.55**2) * basis[3]  # MiniLM's same-template cosine
+    rag = ReMindRAG(kg, ScriptedReader([]), HashingEmbedder(8))
+    twice = enhance_memory(enhance_memory(np.zeros(8), q1), q1)  # confirmed twice for q1
+    kg.set_memory(edge, twice)
+    assert "V" in rag._replay(q1, "U")[0]
+    kg.set_memory(edge, punish_memory(twice, q2))
+    assert "V" not in rag._replay(q1, "U")[0]  # one punishment for q2 erases q1's replay
+    kg.set_memory(edge, punish_memory(twice, q3))
+    assert "V" in rag._replay(q1, "U")[0]  # a less similar question's punishment does not

@@ -19,6 +19,13 @@ repeat's calls/q vs the first pass (headline) and its accuracy, ReMindRAG's firs
 pass (``specs/claims.md``, replacing the withdrawn naive stability claim) and, in full mode, the
 MiniLM paraphrase claims (the loose paraphrase is xfail). Checks: the memory mechanics at the
 master seed.
+
+Full mode also measures the saving against world size (issue #26; :func:`world_size_sweep` on
+:func:`scaled_world` worlds of 100, 200 and 300 facts, 3 per chunk): the exact-repeat ratio with
+hashing at max_jumps 10 and 20 (and without punishment, the diagnosis), with MiniLM at 10, and the
+paraphrase passes; paper claims in the largest world. Two causes shrink the hashing saving: the
+jump budget (unanswered questions cost it in both passes) and the intended punishment, which erases
+other questions' memories because hashing embeds questions of one template nearly parallel.
 """
 
 from __future__ import annotations
@@ -45,15 +52,27 @@ from eff_graph.remindrag import (
 )
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["HASH_DIM", "SYSTEMS", "run", "run_world"]
+__all__ = [
+    "HASH_DIM",
+    "SWEEP_SCALES",
+    "SYSTEMS",
+    "run",
+    "run_world",
+    "scaled_world",
+    "world_size_sweep",
+]
 
 HASH_DIM = 4096
 NAIVE, REMIND, RELEASE = "naive traversal", "ReMindRAG", "ReMindRAG (release memory rules)"
+NO_PUNISH = "ReMindRAG (no punishment)"
 SYSTEMS: dict[str, dict[str, Any]] = {
     NAIVE: {"memorize": False},
     REMIND: {},
     RELEASE: {"punish": False, "confirm": "first"},
 }
+#: world-size sweep of full mode (issue #26): scales of the spec's world, 3 facts per chunk
+SWEEP_SCALES = (1, 2, 3)
+SWEEP_FACTS_PER_CHUNK = 3
 
 
 def run_world(
@@ -63,15 +82,19 @@ def run_world(
     *,
     hops: tuple[int, ...] = (2, 3),
     max_jumps: int = 10,
+    world: dict[str, Any] | None = None,
+    per_question: bool = False,
 ) -> dict[str, Any]:
     """Every system over the four passes of world ``seed``: per-pass accuracy, calls/q, tokens/q,
     plus the mechanism measurements taken along the way.
 
     ``hops`` goes to :func:`multihop_world` (2–5); ``max_jumps`` to every :class:`ReMindRAG` (a
     system's own ``max_jumps`` in ``systems`` wins). At ``max_jumps=10`` 4-hop questions are mostly
-    unanswered; the reproduction itself uses the defaults."""
+    unanswered; the reproduction itself uses the defaults. ``world`` holds further
+    :func:`multihop_world` keywords (world size, ``facts_per_chunk``; e.g. :func:`scaled_world`).
+    ``per_question=True`` adds ``correct_per_question`` (answer correct, 0/1) to every pass."""
     systems = SYSTEMS if systems is None else systems
-    chunks, triples, questions = multihop_world(seed=seed, hops=hops)
+    chunks, triples, questions = multihop_world(seed=seed, hops=hops, **(world or {}))
     reader = ScriptedReader([q for p in PASSES for q in questions[p]])
     base = build_world_kg(chunks, triples)
     base.embed(embedder)
@@ -98,6 +121,11 @@ def run_world(
                                 unchanged, float(np.abs(kg.edge_memory[e] - before[e]).max())
                             )
             passes[p] = _summarise(results, questions[p], first_hop)
+            if per_question:
+                passes[p]["correct_per_question"] = [
+                    int(answer_correct(r.answer, q.answer))
+                    for r, q in zip(results, questions[p], strict=True)
+                ]
         out["passes"][name] = passes
         out["checks"][name] = {
             "max_memory_norm": max(
@@ -110,6 +138,51 @@ def run_world(
         }
     out["seed_recall"] = _seed_recall(base, embedder, questions["original"])
     return out
+
+
+def scaled_world(scale: int, facts_per_chunk: int = SWEEP_FACTS_PER_CHUNK) -> dict[str, int]:
+    """:func:`multihop_world` keywords of a world ``scale`` times the spec's: 20·scale questions
+    over 30·scale products, 30·scale people, 20·scale companies, 12·scale cities (100·scale facts),
+    ``facts_per_chunk`` facts per chunk. ``scaled_world(1, 2)`` is the spec's world."""
+    for name, v in (("scale", scale), ("facts_per_chunk", facts_per_chunk)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    return {
+        "n_products": 20 * scale,
+        "n_items": 30 * scale,
+        "n_people": 30 * scale,
+        "n_companies": 20 * scale,
+        "n_cities": 12 * scale,
+        "facts_per_chunk": facts_per_chunk,
+    }
+
+
+def world_size_sweep(
+    seeds: list[int],
+    embedder: Embedder,
+    systems: dict[str, dict[str, Any]],
+    *,
+    scales: tuple[int, ...] = SWEEP_SCALES,
+    facts_per_chunk: int = SWEEP_FACTS_PER_CHUNK,
+    max_jumps: int = 10,
+) -> dict[int, dict[int, Any]]:
+    """:func:`run_world` on :func:`scaled_world` ``(scale, facts_per_chunk)`` for every scale and
+    world seed: ``{scale: {seed: passes}}`` (``passes[system][pass]`` as in :func:`run_world`, with
+    ``correct_per_question``)."""
+    return {
+        k: {
+            s: run_world(
+                s,
+                embedder,
+                systems,
+                max_jumps=max_jumps,
+                world=scaled_world(k, facts_per_chunk),
+                per_question=True,
+            )["passes"]
+            for s in seeds
+        }
+        for k in scales
+    }
 
 
 def _summarise(
@@ -396,7 +469,8 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
         "the table).",
     ]
     if mode == "full":
-        _minilm(result, seeds)
+        minilm = _minilm(result, seeds)
+        _world_size(result, seeds, hashing, minilm)
     else:
         result.notes.append(
             "Quick mode: hashing embedder only; the MiniLM claims run in full mode."
@@ -439,7 +513,8 @@ def _table(result: Result, label: str, worlds: dict[int, Any], seeds: list[int])
             )
 
 
-def _minilm(result: Result, seeds: list[int]) -> None:
+def _minilm(result: Result, seeds: list[int]) -> Embedder | None:
+    """The MiniLM claims; returns the embedder (``None`` without the extra ``embed``)."""
     try:
         from eff_graph.remindrag import MiniLMEmbedder
 
@@ -455,7 +530,7 @@ def _minilm(result: Result, seeds: list[int]) -> None:
             result.claims.append(
                 paper_claim(text + " (needs eff-graph[embed])", [math.nan], 0.0, modes=("full",))
             )
-        return
+        return None
     t0 = time.perf_counter()
     systems = {k: SYSTEMS[k] for k in (NAIVE, REMIND)}
     worlds = {s: run_world(s, embedder, systems) for s in seeds}
@@ -518,3 +593,205 @@ def _minilm(result: Result, seeds: list[int]) -> None:
     result.metrics["minilm"] = {str(s): worlds[s]["passes"] for s in seeds}
     result.metrics["minilm_load_s"] = load_s
     result.metrics["minilm_run_s"] = run_s
+    return embedder
+
+
+#: (label, embedder key, max_jumps, systems) of the full-mode world-size sweep; naive traversal's
+#: repeat costs exactly its first pass (no memory), so the budget-20 runs skip it
+_SWEEPS = (
+    ("hashing, max_jumps 10", "hashing", 10, (NAIVE, REMIND)),
+    ("hashing, max_jumps 20", "hashing", 20, (REMIND, NO_PUNISH)),
+    ("MiniLM, max_jumps 10", "minilm", 10, (NAIVE, REMIND)),
+)
+_SWEEP_SYSTEMS = {**SYSTEMS, NO_PUNISH: {"punish": False}}
+_SWEEP_KEYS = ("accuracy", "calls", "tokens", "jumps", "replayed_edges", "fully_replayed")
+#: expected verdicts of the world-size claims, set by the first full run (world seeds 0-4)
+_SWEEP_XFAIL: dict[str, str] = {
+    "hash10": "median 0.71 [0.69, 0.89] over world seeds 0-4 (spec world 0.66, 200 facts 0.71): at "
+    "max_jumps 10 about half the first-pass questions are not answered (ReMindRAG accuracy 0.45) "
+    "and cost the whole budget in both passes; at max_jumps 20 the ratio is 0.64, without "
+    "punishment 0.19, with MiniLM 0.49",
+    "para1": "+0.72 calls/q median [-0.15, +1.90] over world seeds 0-4: para1 shares no template "
+    "word with the original (hashing), nothing replays, and memorisation costs +1 call per query",
+}
+
+
+def _repeat_ratio(w: dict[str, Any], name: str = REMIND) -> float:
+    return float(w[name]["repeat"]["calls"] / w[name]["original"]["calls"])
+
+
+def _nanmedian(values: np.ndarray) -> float:
+    """Median of the finite values (NaN when there is none, without numpy's warning)."""
+    finite = values[np.isfinite(values)]
+    return float(np.median(finite)) if finite.size else math.nan
+
+
+def _answered_split(w: dict[str, Any], name: str = REMIND) -> tuple[float, float, float]:
+    """(share of first-pass questions answered, repeat/first calls over those, mean first-pass
+    calls of the unanswered ones)."""
+    first, rep = w[name]["original"], w[name]["repeat"]
+    ok = np.array(first["correct_per_question"], dtype=bool)
+    c1, c2 = np.array(first["calls_per_question"]), np.array(rep["calls_per_question"])
+    ratio = float(c2[ok].sum() / c1[ok].sum()) if ok.any() else math.nan
+    return float(ok.mean()), ratio, float(c1[~ok].mean()) if (~ok).any() else math.nan
+
+
+def _world_size(
+    result: Result,
+    seeds: list[int],
+    hashing: Embedder,
+    minilm: Embedder | None,
+    scales: tuple[int, ...] = SWEEP_SCALES,
+) -> None:
+    """Full mode (issue #26): the memory's saving against world size. Worlds
+    :func:`scaled_world` ``(k, 3)`` for k in ``scales`` (100·k facts, 3 per chunk); the claims are
+    judged in the largest."""
+    t0 = time.perf_counter()
+    embedders = {"hashing": hashing, "minilm": minilm}
+    sweeps: dict[str, dict[int, dict[int, Any]]] = {}
+    for label, key, budget, names in _SWEEPS:
+        if embedders[key] is None:
+            continue
+        systems = {n: _SWEEP_SYSTEMS[n] for n in names}
+        sweeps[label] = world_size_sweep(
+            seeds, embedders[key], systems, scales=scales, max_jumps=budget
+        )
+    facts = [len(multihop_world(seed=seeds[0], **scaled_world(k))[1]) for k in scales]
+    big = scales[-1]
+
+    def med(label: str, fn: Any, k: int) -> float:
+        return float(np.median([fn(sweeps[label][k][s]) for s in seeds]))
+
+    def per(label: str, fn: Any, k: int = big) -> list[float]:
+        return [float(fn(sweeps[label][k][s])) for s in seeds]
+
+    ratio: dict[str, list[float]] = {"x": [float(f) for f in facts]}
+    acc: dict[str, list[float]] = {"x": [float(f) for f in facts]}
+    para: dict[str, list[float]] = {"x": [float(f) for f in facts]}
+    for label, _, _, names in _SWEEPS:
+        if label not in sweeps:
+            continue
+        for name in names:
+            if name == NAIVE:
+                acc[f"naive, {label}"] = [
+                    med(label, lambda w: w[NAIVE]["original"]["accuracy"], k) for k in scales
+                ]
+                continue
+            tag = label if name == REMIND else f"{label}, no punishment"
+            ratio[tag] = [med(label, lambda w, n=name: _repeat_ratio(w, n), k) for k in scales]
+            acc[f"ReMindRAG, {tag}"] = [
+                med(label, lambda w, n=name: w[n]["original"]["accuracy"], k) for k in scales
+            ]
+        if NAIVE in names:
+            for p in ("para1", "para2"):
+                para[f"{p}, {label}"] = [
+                    med(label, lambda w, p=p: w[REMIND][p]["calls"] - w[NAIVE][p]["calls"], k)
+                    for k in scales
+                ]
+    sub = "median over world seeds " + ", ".join(map(str, seeds)) + "; 3 facts per chunk"
+    result.add_series(
+        "remindrag_repeat_vs_world_size", ratio,
+        title=f"ReMindRAG exact-repeat calls/q over its first pass vs world size ({sub})",
+        xlabel="facts in the world", ylabel="repeat / first-pass LLM calls per question (ratio)",
+        yscale="linear",
+    )  # fmt: skip
+    result.add_series(
+        "remindrag_first_pass_accuracy_vs_world_size", acc,
+        title=f"First-pass accuracy vs world size: questions answered within the jump budget ({sub})",
+        xlabel="facts in the world", ylabel="first-pass accuracy (fraction)", yscale="linear",
+    )  # fmt: skip
+    result.add_series(
+        "remindrag_paraphrase_vs_world_size", para,
+        title=f"Paraphrase passes: ReMindRAG minus naive LLM calls per question vs world size ({sub})",
+        xlabel="facts in the world", ylabel="ReMindRAG - naive LLM calls per question (calls/q)",
+        yscale="linear",
+    )  # fmt: skip
+    where = f"world x{big} ({facts[-1]} facts, 3 per chunk)"
+    kw: dict[str, Any] = {"seeds": seeds, "modes": ("full",), "paper": _PAPER_COST}
+
+    def claim(key: str, text: str, values: list[float], threshold: float, **more: Any) -> Claim:
+        xf = key in _SWEEP_XFAIL
+        return paper_claim(
+            text, values, threshold, "<=", expected="xfail" if xf else "reproduces",
+            reason=_SWEEP_XFAIL.get(key, ""), **more, **kw,
+        )  # fmt: skip
+
+    h10, h20, m10 = (lab for lab, _, _, _ in _SWEEPS)
+    result.claims += [
+        claim("hash10", f"hashing, {where}, max_jumps 10: ReMindRAG exact-repeat calls/q / its first-pass calls/q",
+              per(h10, _repeat_ratio), 0.7, unit="ratio"),
+        claim("hash20", f"hashing, {where}, max_jumps 20: ReMindRAG exact-repeat calls/q / its first-pass calls/q",
+              per(h20, _repeat_ratio), 0.7, unit="ratio"),
+        claim("para1", f"hashing, {where}, max_jumps 10, para1 pass: ReMindRAG calls/q - naive calls/q",
+              per(h10, lambda w: w[REMIND]["para1"]["calls"] - w[NAIVE]["para1"]["calls"]), 0.0, unit="calls/q"),
+        claim("para2", f"hashing, {where}, max_jumps 10, para2 pass: ReMindRAG calls/q - naive calls/q",
+              per(h10, lambda w: w[REMIND]["para2"]["calls"] - w[NAIVE]["para2"]["calls"]), 0.0, unit="calls/q"),
+    ]  # fmt: skip
+    if m10 in sweeps:
+        result.claims += [
+            claim("minilm", f"MiniLM, {where}, max_jumps 10: ReMindRAG exact-repeat calls/q / its first-pass calls/q",
+                  per(m10, _repeat_ratio), 0.7, unit="ratio"),
+            claim("minilm_para2", f"MiniLM, {where}, max_jumps 10: ReMindRAG para2 calls/q / naive para2 calls/q",
+                  per(m10, lambda w: w[REMIND]["para2"]["calls"] / w[NAIVE]["para2"]["calls"]), 0.6, unit="ratio"),
+        ]  # fmt: skip
+    split = {
+        label: {str(k): [list(_answered_split(sweeps[label][k][s])) for s in seeds] for k in scales}
+        for label in sweeps
+    }
+
+    def split_text(label: str) -> str:
+        rows = []
+        for k, f in zip(scales, facts, strict=True):
+            arr = np.array(split[label][str(k)])
+            cost = _nanmedian(arr[:, 2])
+            rows.append(
+                f"{f} facts: answered {np.median(arr[:, 0]):.0%}, repeat/first on those "
+                f"{_nanmedian(arr[:, 1]):.2f}, "
+                + (
+                    "none unanswered"
+                    if math.isnan(cost)
+                    else f"an unanswered one costs {cost:.1f} calls"
+                )
+            )
+        return f"{label}: " + "; ".join(rows)
+
+    result.notes.append(
+        "World size (issue #26; full mode; worlds scaled_world(k, 3), k = "
+        + ", ".join(map(str, scales))
+        + "; medians over the world seeds). Repeat/first-pass ratio: "
+        + "; ".join(
+            f"{lab} " + ", ".join(f"{v:.2f}" for v in vals)
+            for lab, vals in ratio.items()
+            if lab != "x"
+        )
+        + ". Why the saving shrinks with hashing: (1) the jump budget — a question not answered "
+        "within max_jumps costs the whole budget in both passes, and the share of such questions grows "
+        "with the world; (2) the intended punishment — hashing embeds all questions of one template "
+        "nearly parallel (cosine 0.85-0.87 at any bucket count >= 1024, set by the template's share "
+        "of the word features, not by d), so punishing an edge one question traversed but did not "
+        "use erases the memories other questions confirmed on it (without punishment the ratio stays "
+        "low); MiniLM embeds them far apart (cosine ~0.55-0.6) and keeps most of its saving. The replay "
+        "threshold is the official fixed 0.55 and depends on cosines only. Answered split (ReMindRAG): "
+        + " | ".join(split_text(label) for label in sweeps)
+        + "."
+    )
+    result.metrics["world_size"] = {
+        "facts": facts,
+        "scales": list(scales),
+        "facts_per_chunk": SWEEP_FACTS_PER_CHUNK,
+        "answered_split": split,
+        "passes": {  # the per-pass summaries without the per-question lists
+            label: {
+                str(k): {
+                    str(s): {
+                        n: {p: {m: v[m] for m in _SWEEP_KEYS} for p, v in ps.items()}
+                        for n, ps in d[s].items()
+                    }
+                    for s in seeds
+                }
+                for k, d in sw.items()
+            }
+            for label, sw in sweeps.items()
+        },
+        "run_s": time.perf_counter() - t0,
+    }
