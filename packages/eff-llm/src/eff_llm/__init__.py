@@ -24,6 +24,8 @@ _LAZY: dict[str, str] = {
     "DeftConfig": "eff_llm.deft",
     "get_deft_model": "eff_llm.deft",
     "deft_delta": "eff_llm.deft",
+    "identity_rounding_bound": "eff_llm.deft",
+    "init_identity_ratio": "eff_llm.deft",
     # LoRASuite
     "LoRASuiteConfig": "eff_llm.lorasuite",
     "TransferReport": "eff_llm.lorasuite",

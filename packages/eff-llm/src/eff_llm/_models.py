@@ -184,11 +184,15 @@ def train_last_token(
     params: Iterable[nn.Parameter] | None = None,
     extra_loss: Callable[[], torch.Tensor] | None = None,
     max_grad_norm: float | None = None,
+    stop_when: Callable[[int], bool] | None = None,
 ) -> list[float]:
     """Adam on the last-token cross-entropy; batches drawn with replacement from a seeded generator.
 
     ``params`` defaults to the model's trainable parameters. ``extra_loss`` is called after each
-    forward and added to the loss (S'MoRE's balance loss). Returns the loss per step.
+    forward and added to the loss (S'MoRE's balance loss). ``stop_when(k)`` is called after step k
+    (1-based) and ends training early when it returns True (e.g. a gate checked every 500 steps);
+    the steps run until then are those of a longer run, so stopping at k equals ``steps=k``.
+    Returns the loss per step.
     """
     check_positive("steps", steps, integer=True)
     check_positive("lr", lr)
@@ -219,5 +223,7 @@ def train_last_token(
             nn.utils.clip_grad_norm_(trainable, max_grad_norm)
         opt.step()
         losses.append(float(loss.detach()))
+        if stop_when is not None and stop_when(len(losses)):
+            break
     model.eval()
     return losses

@@ -26,6 +26,18 @@ transcription of the formula, compared with peft's layer in the tests and the re
 - **Merge.** Δ = Q_P (γR − rightᵀ W) is exact; peft caches rightᵀ W for an exact unmerge.
 
 We write no DEFT layer of our own: peft's algebra equals the paper's (see ``deft_delta`` tests).
+
+**Identity at init, to float32 rounding** (:func:`identity_rounding_bound`). peft's forward
+computes y = y₀ − ((y₀ − b) right) Q_Pᵀ + (x (γR)ᵀ) Q_Pᵀ in float32, with y₀ the base layer's
+output and, at init, R = rightᵀ W / γ. The removal and the injection are equal in exact arithmetic
+but are formed along different paths ((x Wᵀ) right vs x (rightᵀ W)ᵀ), so they cancel only to float32
+rounding: each DEFT layer's output differs from its base layer's by a few units in the last place.
+For ``qr`` both terms have the size of W x (Q_P is orthonormal), for ``relu`` only ~|P|² ≈ 4e-4 of
+it (P ~ N(0, 0.02²)), so qr's per-layer gap is larger (measured ≤ 1.4e-6 per layer on the
+reproduction's tiny Llama, vs relu's ≤ 4.8e-7 — both about one ulp of the output) and, amplified
+through the network, reaches ~1.6e-5–2.2e-5 on its logits (relu ~5e-6). That is rounding, not an
+error of the method: :func:`identity_rounding_bound` bounds it elementwise and
+:func:`init_identity_ratio` checks every layer against that bound.
 """
 
 from __future__ import annotations
@@ -41,7 +53,14 @@ from torch import nn
 from eff_llm._adapters import peft_deprecations_silenced
 from eff_shared.errors import check_choice, check_positive
 
-__all__ = ["DeftConfig", "deft_delta", "deft_projector", "get_deft_model"]
+__all__ = [
+    "DeftConfig",
+    "deft_delta",
+    "deft_projector",
+    "get_deft_model",
+    "identity_rounding_bound",
+    "init_identity_ratio",
+]
 
 DECOMPOSITIONS = ("relu", "qr")
 
@@ -130,3 +149,98 @@ def get_deft_model(
             stacklevel=2,
         )
     return peft_model
+
+
+def _gamma(k: int, u: float) -> float:
+    """γ_k = k u / (1 − k u): the relative bound of a k-term float sum (Higham, Thm 3.1)."""
+    return k * u / (1 - k * u)
+
+
+@torch.no_grad()
+def identity_rounding_bound(
+    layer: nn.Module, x: torch.Tensor, adapter_name: str = "default"
+) -> torch.Tensor:
+    """Elementwise bound on |layer(x) − base_layer(x)| for a peft DEFT layer at identity init.
+
+    At init (peft's ``init_weights=True``: R = rightᵀ W / γ, γ = alpha/r or 1) the DEFT output equals
+    the base output in exact arithmetic; peft computes its update in float32 (unit roundoff
+    u = 2⁻²⁴), so the two differ by rounding only. With m = out_features, n = in_features, r the
+    rank, y₀ = base_layer(x), b the bias, Q = Q_P and right from peft's ``_project``, u_o = the
+    output dtype's unit roundoff (at least u) and γ_k = k u / (1 − k u), to first order in u:
+
+        |y − y₀| ≤ (u_o + 2u)|y₀| + (γ_m + γ_r + 3u + u_o)·T₁ + (γ_n + γ_r + 2u)·T₂
+                   + (γ_m + γ_{n+1} + 2u)·T₀ + γ_{n+1}·T_b,
+
+    T₁ = |y₀ − b| |right| |Q|ᵀ (the removal), T₂ = |x| |γR|ᵀ |Q|ᵀ (the injection),
+    T₀ = |x| |W|ᵀ |right| |Q|ᵀ (the rounding of y₀ and of R = rightᵀ W), T_b = |b| |right| |Q|ᵀ.
+    The first term is the rounding of the two float32 updates of y₀; the others bound the float
+    matmuls (each |fl(AB) − AB| ≤ γ_k |A||B|). Valid for any BLAS summation order; the bound is
+    worst-case, so measured gaps sit well inside it. Only for an adapter still at its init values,
+    in eval mode (no dropout), and not for PaRa (``para=True`` removes a subspace at init).
+    Returned in float64, shaped like the layer's output.
+    """
+    if not isinstance(layer, DeftLayer):
+        raise TypeError(f"layer must be a peft DEFT layer (DeftLayer), got {type(layer).__name__}")
+    if adapter_name not in layer.deft_P:
+        raise ValueError(
+            f"adapter_name {adapter_name!r} is not on this layer; it has {list(layer.deft_P)}"
+        )
+    if layer.deft_para[adapter_name]:
+        raise ValueError("para=True (PaRa) removes a subspace at init: it is not an identity")
+    from peft.utils.other import transpose
+
+    u = 2.0**-24
+    base = layer.get_base_layer()
+    out = base(x)
+    u_out = max(u, torch.finfo(out.dtype).eps / 2)
+    y0 = out.double()
+    w = transpose(base.weight, layer.fan_in_fan_out).double().abs()
+    m, n = w.shape
+    q, right = layer._project(layer.deft_P[adapter_name], adapter_name)
+    q, right = q.double().abs(), right.double().abs()
+    r = q.shape[1]
+    bias = base.bias
+    b = torch.zeros(m, dtype=torch.float64, device=y0.device) if bias is None else bias.double()
+    ax = x.double().abs()
+    t1 = (y0 - b).abs() @ right @ q.t()
+    t0 = ax @ w.t() @ right @ q.t()
+    tb = b.abs() @ right @ q.t()
+    gam_r = layer.deft_R[adapter_name].double().abs() * abs(layer.deft_scaling[adapter_name])
+    t2 = ax @ gam_r.t() @ q.t()
+    return (
+        (u_out + 2 * u) * y0.abs()
+        + (_gamma(m, u) + _gamma(r, u) + 3 * u + u_out) * t1
+        + (_gamma(n, u) + _gamma(r, u) + 2 * u) * t2
+        + (_gamma(m, u) + _gamma(n + 1, u) + 2 * u) * t0
+        + _gamma(n + 1, u) * tb
+    )
+
+
+@torch.no_grad()
+def init_identity_ratio(model: nn.Module, *args, **kwargs) -> float:
+    """Max over every DEFT layer and output element of |y − y_base| / :func:`identity_rounding_bound`
+    during one forward ``model(*args, **kwargs)`` (≤ 1: every layer is the identity to float32
+    rounding). For a model whose DEFT adapters are at their identity init, in eval mode."""
+    layers = [m for m in model.modules() if isinstance(m, DeftLayer)]
+    if not layers:
+        raise ValueError("the model has no DEFT layer")
+    worst = [0.0]
+
+    def hook(module, inputs, output):
+        x = inputs[0]
+        active = [a for a in module.active_adapters if a in module.deft_P]
+        if not active or module.merged or module.disable_adapters:
+            return
+        gap = (output.double() - module.get_base_layer()(x).double()).abs()
+        # several active adapters: their updates (and roundings) add up
+        bound = sum(identity_rounding_bound(module, x, a) for a in active)
+        ratio = torch.where(gap == 0, torch.zeros_like(gap), gap / bound)
+        worst[0] = max(worst[0], float(ratio.max()))
+
+    handles = [m.register_forward_hook(hook) for m in layers]
+    try:
+        model(*args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    return worst[0]
