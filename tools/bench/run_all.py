@@ -63,7 +63,7 @@ def table(records: list[dict]) -> str:
             unit = c.get("unit", "")
             rows.append(
                 f"| `{r['bench']}` | {c['text']} {c['op']} {c['target']:g}{unit} | "
-                f"{c['value']:.3g}{unit} | {'pass' if c['passed'] else '**FAIL**'} |"
+                f"{c['value']:.4g}{unit} | {'pass' if c['passed'] else '**FAIL**'} |"
             )
     return "\n".join(rows) + "\n"
 
