@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -120,17 +122,47 @@ def test_bad_inputs_raise():
     assert not any(p.requires_grad for p in trainable.parameters())
 
 
+def test_growth_is_judged_over_data_seeds_with_its_spread():
+    """A non-monotone seed (m* = 2, 1, 4) is one of the seeds, not the verdict."""
+    from eff_llm.reproduce.prompt_memorization import growth_claims
+
+    growth = {2: [2, 1, 4], 3: [1, 4, 8], 4: [1, 2, 8]}
+    claims, rows, notes = growth_claims((8, 16, 32), growth)
+    first, drops, ratio = claims
+    assert first.values == (2.0, 1.0, 1.0) and first.measured == 1.0 and first.passed
+    assert drops.values == (1.0, 0.0, 0.0) and drops.measured == 0.0 and drops.passed
+    assert drops.k_on_side == 2 and drops.spread == (0.0, 1.0)
+    assert "{" not in drops.text  # the text is stable: the per-seed m* are in the table
+    assert ratio.values == (2.0, 8.0, 8.0) and ratio.measured == 8.0 and ratio.headline
+    assert [r["m*"] for r in rows] == [1, 2, 8]  # medians per n
+    assert rows[1]["setting"] == "n=16, m* per data seed {2: 1, 3: 4, 4: 2}; min–max 1–4"
+    assert notes == [
+        "A2: m*(n) decreases over n=[8, 16, 32] at data seeds [2] of [2, 3, 4] (2: [2, 1, 4]); "
+        "the growth claims are judged on the median over the data seeds"
+    ]
+    # two non-monotone seeds of three: the median says so
+    claims, _, _ = growth_claims((8, 16, 32), {2: [2, 1, 4], 3: [4, 2, 8], 4: [1, 2, 8]})
+    assert not claims[1].passed and claims[1].measured == 1.0
+    # an m* above the grid is unknown, never a pass
+    claims, rows, notes = growth_claims((8, 16, 32), {5: [2, 4, None], 6: [2, 4, None]})
+    assert math.isnan(claims[1].measured) and not claims[1].passed and not claims[2].passed
+    assert rows[2]["m*"] == math.inf and rows[2]["setting"].endswith("min–max n/a")
+    assert "no prompt length of the grid memorized some n at data seeds [5, 6]" in notes[1]
+
+
 @pytest.mark.slow
 def test_quick_reproduction_claims():
     from eff_llm.reproduce.prompt_memorization import run
 
     result = run("quick", seed=0)
-    assert len(result.claims) == 6  # A1 x2, A2 x3 (data seed 2), A3 (data seeds 1-3)
+    assert len(result.claims) == 6  # A1 x2, A2 x3 (data seeds 2-4), A3 (data seeds 1-3)
     assert all(c.kind == "paper" for c in result.claims)
     assert all(c.passed for c in result.claims), [c for c in result.claims if not c.passed]
     assert result.passed and set(result.verdicts()) == {"pass"}
     a2 = [c for c in result.claims if c.text.startswith("A2")]
-    assert len(a2) == 3 and all(c.seeds == (2,) for c in a2) and a2[-1].headline
+    assert len(a2) == 3 and all(c.seeds == (2, 3, 4) for c in a2) and a2[-1].headline
+    spread = [r for r in result.table if r["experiment"] == "A2 over seeds"]
+    assert [r["setting"].split(",")[0] for r in spread] == ["n=8", "n=16", "n=32"]
     a3 = result.claims[-1]
     assert a3.statistic == "mean" and a3.seeds == (1, 2, 3) and len(a3.values) == 3
 

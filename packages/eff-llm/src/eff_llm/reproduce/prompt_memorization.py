@@ -8,7 +8,10 @@ over data seeds (the backbone is fixed; ``seed`` offsets the data seeds), median
 - **A1 (initialisation):** n = 32, m = 16: accuracy with ``initializer_range=0.02`` ≤ 0.6, with 0.2 = 1
   (data seeds 0–4 in full mode, 0 in quick mode).
 - **A2 (growth, the headline):** m*(8) ≤ 2; decreases of m*(n) over n = 8, 16, 32 ≤ 0; m*(32) ≥
-  2·m*(8) (data seeds 2–6 in full mode — the spec's 2 and 3 and three more — 2 in quick mode).
+  2·m*(8) (data seeds 2–6 in full mode — the spec's 2 and 3 and three more — 2–4 in quick mode).
+  m*(n) is a per-data-seed quantity and need not be monotone at every seed (a draw of 8 easy
+  examples and 16 hard ones can give m* = 2, 1, 4), so each part is judged on the median over the
+  data seeds, never on one; the table prints m*(n) per data seed with its median and min–max.
 - **A3 (low rank, weak):** mean of acc(rank-1 teacher) − acc(random labels) at n = 32, m = 2 ≥ 0.05
   (data seeds 1–5 in full mode — the spec's 1–3 and two more — 1–3 in quick mode).
 
@@ -20,14 +23,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
-from eff_shared.reproduce import Mode, Result, paper_claim
+from eff_shared.reproduce import Claim, Mode, Result, paper_claim
 
-__all__ = ["PromptMemReproConfig", "run"]
+__all__ = ["PromptMemReproConfig", "growth_claims", "run"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,87 @@ PAPER_HEADLINE = (
 _PAPER = "prompt length Õ(√(nN)) suffices for exact memorization of n sequences of length N (theory + random-Transformer experiments)"
 
 
+def growth_claims(
+    ns: tuple[int, ...], growth: dict[int, list[int | None]]
+) -> tuple[list[Claim], list[dict[str, Any]], list[str]]:
+    """A2 judged over the data seeds of ``growth`` ({data seed: [m*(n) for n in ns]}, None = no
+    prompt length of the grid memorized): the three paper claims (median over the seeds), a table
+    row per n with m*(n) per data seed, its median and min–max, and a note naming the data seeds
+    where m*(n) decreases. A seed with an unknown m* gives NaN where it is needed (not judged as
+    a pass)."""
+    seeds = list(growth)
+    m_star = {s: [_m(v) for v in ms] for s, ms in growth.items()}
+    drops = [
+        sum(int(b < a) for a, b in itertools.pairwise(v))
+        if all(math.isfinite(x) for x in v)
+        else math.nan
+        for v in m_star.values()
+    ]
+    ratios = [
+        v[-1] / v[0] if math.isfinite(v[-1]) and math.isfinite(v[0]) else math.nan
+        for v in m_star.values()
+    ]
+    claims = [
+        paper_claim(
+            f"A2: m*(n={ns[0]})",
+            [v[0] for v in m_star.values()],
+            2,
+            "<=",
+            seeds=seeds,
+            paper=_PAPER,
+        ),
+        paper_claim(
+            f"A2: decreases of m*(n) over n={list(ns)}, per data seed (0 = non-decreasing; "
+            "m* per seed in the table)",
+            drops,
+            0,
+            "<=",
+            seeds=seeds,
+            paper=_PAPER,
+        ),
+        paper_claim(
+            f"A2: m*(n={ns[-1]}) / m*(n={ns[0]})",
+            ratios,
+            2,
+            ">=",
+            seeds=seeds,
+            paper=_PAPER,
+            headline=True,
+        ),
+    ]
+    rows = []
+    for i, n in enumerate(ns):
+        per = [m_star[s][i] for s in seeds]
+        known = [v for v in per if math.isfinite(v)]
+        shown = ", ".join(f"{s}: {growth[s][i]}" for s in seeds)
+        rows.append(
+            {
+                "experiment": "A2 over seeds",
+                "setting": f"n={n}, m* per data seed {{{shown}}}; min–max "
+                + (f"{min(known):g}–{max(known):g}" if known else "n/a"),
+                # the median of every seed (an unknown m* is above the grid: it counts as +inf)
+                "m*": statistics.median(per) if per else None,
+                "accuracy": None,
+                "steps": None,
+            }
+        )
+    bad = [s for s, d in zip(seeds, drops, strict=True) if d > 0]
+    unknown = [s for s, d in zip(seeds, drops, strict=True) if math.isnan(d)]
+    notes = [
+        f"A2: m*(n) decreases over n={list(ns)} at data seeds {bad} of {seeds} "
+        f"({', '.join(f'{s}: {growth[s]}' for s in bad)}); the growth claims are judged on the "
+        "median over the data seeds"
+        if bad
+        else f"A2: m*(n) never decreases over n={list(ns)} at data seeds {seeds}"
+    ]
+    if unknown:
+        notes.append(
+            f"A2: no prompt length of the grid memorized some n at data seeds {unknown}: their "
+            "decrease count and ratio are unknown (NaN)"
+        )
+    return claims, rows, notes
+
+
 def _seeds(base: tuple[int, ...], n: int, offset: int) -> tuple[int, ...]:
     """The spec's data seeds extended to ``n`` (consecutive), shifted by ``offset``."""
     out = list(base)
@@ -170,7 +255,8 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: PromptMemReproConfig | None = 
         full = mode == "full"
         cfg = PromptMemReproConfig(
             a1_seeds=_seeds((0,), 5 if full else 1, seed),
-            growth_seeds=_seeds((2, 3), 5 if full else 1, seed),
+            # quick mode: 3 data seeds, so that one seed's non-monotone m*(n) cannot decide
+            growth_seeds=_seeds((2, 3), 5 if full else 3, seed),
             low_rank_seeds=_seeds((1, 2, 3), 5 if full else 3, seed),
         )
     torch.set_num_threads(1)
@@ -183,8 +269,7 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: PromptMemReproConfig | None = 
         paper_title=PAPER_TITLE,
         headline=PAPER_HEADLINE,
     )
-    result.table = out["rows"]
-    a1_seeds, g_seeds = list(cfg.a1_seeds), list(out["growth"])
+    a1_seeds = list(cfg.a1_seeds)
     init_paper = "the backbone's initialization decides whether prompt tuning memorizes (paper §5)"
     result.claims = [
         paper_claim(
@@ -204,43 +289,9 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: PromptMemReproConfig | None = 
             paper=init_paper,
         ),
     ]
-    m_star = {s: [_m(v) for v in ms] for s, ms in out["growth"].items()}
-    drops = [
-        sum(int(b < a) for a, b in itertools.pairwise(v))
-        if all(math.isfinite(x) for x in v)
-        else math.nan
-        for v in m_star.values()
-    ]
-    ratios = [
-        v[-1] / v[0] if math.isfinite(v[-1]) and math.isfinite(v[0]) else math.nan
-        for v in m_star.values()
-    ]
+    claims, rows, notes = growth_claims(cfg.ns, out["growth"])
     result.claims += [
-        paper_claim(
-            f"A2: m*(n={cfg.ns[0]})",
-            [v[0] for v in m_star.values()],
-            2,
-            "<=",
-            seeds=g_seeds,
-            paper=_PAPER,
-        ),
-        paper_claim(
-            f"A2: decreases of m*(n) over n={list(cfg.ns)} (m* per data seed: {out['growth']})",
-            drops,
-            0,
-            "<=",
-            seeds=g_seeds,
-            paper=_PAPER,
-        ),
-        paper_claim(
-            f"A2: m*(n={cfg.ns[-1]}) / m*(n={cfg.ns[0]})",
-            ratios,
-            2,
-            ">=",
-            seeds=g_seeds,
-            paper=_PAPER,
-            headline=True,
-        ),
+        *claims,
         paper_claim(
             f"A3: mean over data seeds of acc(rank-{cfg.rank} teacher) - acc(random labels), "
             f"n={cfg.low_rank_n}, m={cfg.low_rank_m}",
@@ -252,6 +303,8 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: PromptMemReproConfig | None = 
             paper="low-rank data needs shorter prompts than random data",
         ),
     ]
+    result.table = out["rows"] + rows
+    result.notes += notes
     result.metrics = {"config": asdict(cfg), "m_star": out["growth"], "a3_gaps": out["a3_gaps"]}
     result.add_series(
         "m* vs n",
