@@ -15,6 +15,8 @@ from eff_theory.heavy_rnn import (
     max_lyapunov_exponent,
     participation_ratio,
     predicted_transition_gain,
+    quenched_statistic,
+    quenched_transition_gain,
     quiescent_instability_gain,
     sample_levy_stable,
     transition_gain_from_sweep,
@@ -209,6 +211,62 @@ def test_quiescent_instability_gain_is_inverse_spectral_radius():
     assert quiescent_instability_gain(np.diag([2.0, -0.5])) == pytest.approx(0.5)
     stack = np.stack([np.diag([2.0, 1.0]), np.array([[0.0, 4.0], [-1.0, 0.0]])])  # eig ±2i
     np.testing.assert_allclose(quiescent_instability_gain(stack), [0.5, 0.5])
+
+
+def test_quenched_statistics_by_hand():
+    e = math.e
+    g, se = quenched_statistic([1.0, e, e * e], "log_mean")
+    assert g == pytest.approx(e) and se == pytest.approx(e / math.sqrt(3))  # sd(0, 1, 2) = 1
+    g, se = quenched_statistic([1.0, 2.0, 3.0, 4.0, 100.0], "median")
+    assert g == 3.0 and se > 0
+    with pytest.raises(ValueError, match="statistic"):
+        quenched_statistic([1.0, 2.0], "mean")
+    with pytest.raises(ValueError, match="positive"):
+        quenched_statistic([1.0, -2.0])
+
+
+def test_quenched_log_mean_tracks_gstar_where_the_median_drifts_above_it():
+    # g* is the annealed *mean* log growth: the quenched average of the log matches it at every α;
+    # for α < 1 the median network is far more stable (ln ρ is right-skewed), at α = 1.5 it is not
+    for alpha, median_gap in ((0.5, (0.15, 1.0)), (1.5, (-0.10, 0.10))):
+        gstar = predicted_transition_gain(alpha, 100, n_samples=10_000, rng=1)
+        logm, se = quenched_transition_gain(alpha, 100, n_networks=300, rng=2, return_stderr=True)
+        med = quenched_transition_gain(alpha, 100, n_networks=300, statistic="median", rng=2)
+        assert abs(logm - gstar) / gstar <= 0.10 and 0 < se < 0.1 * logm
+        assert median_gap[0] <= (med - gstar) / gstar <= median_gap[1], (alpha, med, gstar)
+    assert quenched_transition_gain(1.0, 50, n_networks=5, rng=3) == quenched_transition_gain(
+        1.0, 50, n_networks=5, rng=3
+    )
+    with pytest.raises(ValueError, match="n_networks"):
+        quenched_transition_gain(1.0, 50, n_networks=1)
+
+
+def test_quenched_drift_and_its_full_mode_claims(monkeypatch):
+    from eff_shared.reproduce import Result
+    from eff_theory.reproduce import heavy_rnn as repro
+
+    d = repro.quenched_drift(0, alphas=(0.5,), sizes=(40, 80), trials=12)
+    assert set(d) == {(0.5, 40), (0.5, 80)}
+    for v in d.values():
+        assert v["median_rel"] == pytest.approx(v["median"] / v["gstar"] - 1)
+        assert v["log_mean_rel"] == pytest.approx(v["log_mean"] / v["gstar"] - 1)
+    fake = {
+        (a, n): {"gstar": 1.0, "median": 1.3, "log_mean": 1.02, "median_rel": 0.3 if a < 1 else 0.05,
+                 "log_mean_rel": -0.02 - 0.01 * (n == 800)}
+        for a in repro.DRIFT_ALPHAS for n in repro.DRIFT_SIZES
+    }  # fmt: skip
+    monkeypatch.setattr(repro, "quenched_drift", lambda s, trials: fake)
+    result = Result(name="t", mode="full", seed=0)
+    repro._drift_claims(result, repro._MODES["full"], [0, 1, 2])
+    assert len(result.claims) == 4 and all(c.modes == ("full",) for c in result.claims)
+    med_claim, log_claim = result.claims[0], result.claims[2]
+    assert "median 1/ρ(W)" in med_claim.text and med_claim.values == pytest.approx([0.3] * 3)
+    # |mean over N| of the signed deviation: (−0.02 − 0.02 − 0.02 − 0.03) / 4
+    assert "exp(E ln 1/ρ(W))" in log_claim.text and log_claim.values == pytest.approx([0.0225] * 3)
+    series = result.series["quenched_estimator_drift_vs_n"]
+    assert series["x"] == [100.0, 200.0, 400.0, 800.0]
+    assert series["alpha=1.5 median"] == pytest.approx([0.05] * 4)
+    assert len(result.table) == len(repro.DRIFT_ALPHAS)
 
 
 @pytest.mark.parametrize(

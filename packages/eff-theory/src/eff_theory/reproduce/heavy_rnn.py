@@ -13,6 +13,10 @@ Paper claims (simulations of random networks, median over seeds: quick 1, full 5
 4. Slow transition: the mean MLE crosses 0 much later (in units of g*) for α = 1 than for α = 2
    (Fig. 2; headline).
 5. Dimension: heavier tails give a lower Kaplan–Yorke dimension at the same gain (Fig. 3B; headline).
+
+Full mode adds the quenched estimator against N (:func:`quenched_drift`: α ∈ {0.5, 0.75, 1, 1.5},
+N ∈ {100, 200, 400, 800}): the median 1/ρ(W) drifts above g* for α < 1 at every N, while the
+quenched average of the log, exp(E ln 1/ρ), which g* predicts, stays on it (paper claims per α).
 """
 
 from __future__ import annotations
@@ -35,11 +39,25 @@ from eff_theory.heavy_rnn import (
     max_lyapunov_exponent,
     participation_ratio,
     predicted_transition_gain,
+    quenched_statistic,
     quiescent_instability_gain,
     transition_gain_from_sweep,
 )
 
-__all__ = ["SWEEP_FACTORS", "dimension_check", "run", "slow_transition", "transition_summary"]
+__all__ = [
+    "DRIFT_ALPHAS",
+    "DRIFT_SIZES",
+    "SWEEP_FACTORS",
+    "dimension_check",
+    "quenched_drift",
+    "run",
+    "slow_transition",
+    "transition_summary",
+]
+
+# The quenched-estimator study of full mode: tails below and above α = 1, N doubling.
+DRIFT_ALPHAS = (0.5, 0.75, 1.0, 1.5)
+DRIFT_SIZES = (100, 200, 400, 800)
 
 # Gains of the slow-transition sweep in units of g*(α, N) (spec item 4).
 SWEEP_FACTORS = (0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0)
@@ -259,6 +277,111 @@ def _quenched_claims(result: Result, settings: _Settings, seeds: list[int]) -> N
         )
 
 
+def quenched_drift(
+    seed: int,
+    alphas: tuple[float, ...] = DRIFT_ALPHAS,
+    sizes: tuple[int, ...] = DRIFT_SIZES,
+    trials: int = 40,
+) -> dict[tuple[float, int], dict[str, float]]:
+    """Per (α, N): g* (10k draws) and, over ``trials`` quenched networks, the relative deviation
+    from it of the median 1/ρ(W) and of the quenched average of the log exp(E ln 1/ρ(W))."""
+    out = {}
+    for i, alpha in enumerate(alphas):
+        for n in sizes:
+            gstar = predicted_transition_gain(alpha, n, n_samples=10_000, rng=make_rng(seed, 24, n))
+            rng = make_rng(seed, 23, i, n)
+            inv = np.array(
+                [
+                    quiescent_instability_gain(levy_weight_matrix(n, alpha, 1.0, rng=rng))
+                    for _ in range(trials)
+                ]
+            )  # one network at a time: a stack of 40 800² matrices would take 200 MB
+            med = quenched_statistic(inv, "median")[0]
+            logm = quenched_statistic(inv, "log_mean")[0]
+            out[(alpha, n)] = {
+                "gstar": gstar,
+                "median": med,
+                "log_mean": logm,
+                "median_rel": (med - gstar) / gstar,
+                "log_mean_rel": (logm - gstar) / gstar,
+            }
+    return out
+
+
+# Expected verdicts of the quenched-estimator claims, set by their first 5-seed run (claims.md;
+# seeds 0-4, |bias| median [min, max]: median 1/ρ 0.370 [0.327, 0.454] at α = 0.5 and 0.183
+# [0.139, 0.222] at α = 0.75; exp(E ln 1/ρ) 0.079 [0.005, 0.165] and 0.092 [0.035, 0.112]).
+_MEDIAN_XFAIL = (
+    "g* is the annealed mean log growth, so it predicts E ln ρ, not the median network: for α < 1 "
+    "ln ρ is right-skewed and the median 1/ρ sits above g* by a bias flat in N (α = 0.5: +47, +39, "
+    "+31, +36 % at N = 100-800): a statistic mismatch, not a finite-size drift"
+)
+_DRIFT_EXPECTED: dict[tuple[str, float], tuple[str, str]] = {
+    ("median", 0.5): ("xfail", _MEDIAN_XFAIL),
+    ("median", 0.75): ("xfail", _MEDIAN_XFAIL),
+    ("log_mean", 0.5): ("reproduces", ""),
+    ("log_mean", 0.75): ("reproduces", ""),
+}
+
+
+def _drift_claims(result: Result, settings: _Settings, seeds: list[int]) -> None:
+    """Full mode: the quenched estimators against N, per α (claims for α < 1, where they differ)."""
+    per = {s: quenched_drift(s, trials=settings.quenched_trials) for s in seeds}
+    paper = (
+        "Fig. 1B/C: the annealed prediction g*(α, N) matches the quenched networks' transition "
+        "(Cauchy, N = 100); Fig. 1A: g* for α from 0.5 to 2"
+    )
+    for stat, label in (("median", "median 1/ρ(W)"), ("log_mean", "exp(E ln 1/ρ(W))")):
+        for alpha in (0.5, 0.75):
+            expected, reason = _DRIFT_EXPECTED[(stat, alpha)]
+            result.claims.append(
+                paper_claim(
+                    f"quenched vs annealed, α={alpha}: |mean over N∈{{{', '.join(map(str, DRIFT_SIZES))}}} "
+                    f"of ({label} − g*)/g*| (the bias; {settings.quenched_trials} networks per N)",
+                    [abs(float(np.mean([per[s][(alpha, n)][f"{stat}_rel"] for n in DRIFT_SIZES])))
+                     for s in seeds],
+                    0.15, "<=", seeds=seeds, paper=paper, modes=("full",),
+                    expected=expected, reason=reason,
+                )
+            )  # fmt: skip
+    med = lambda xs: float(np.median(xs))  # noqa: E731
+    series: dict[str, list[float]] = {"x": [float(n) for n in DRIFT_SIZES]}
+    for alpha in DRIFT_ALPHAS:
+        for stat in ("median", "log_mean"):
+            series[f"alpha={alpha} {stat}"] = [
+                med([per[s][(alpha, n)][f"{stat}_rel"] for s in seeds]) for n in DRIFT_SIZES
+            ]
+        result.table.append(
+            {
+                "experiment": f"quenched estimator vs g* (median over seeds {seeds[0]}-{seeds[-1]})",
+                "alpha": alpha,
+                **{
+                    f"N={n}": f"median {series[f'alpha={alpha} median'][j]:+.1%}, "
+                    f"log-mean {series[f'alpha={alpha} log_mean'][j]:+.1%}"
+                    for j, n in enumerate(DRIFT_SIZES)
+                },
+            }
+        )
+    result.add_series(
+        "quenched_estimator_drift_vs_n",
+        series,
+        title="Quenched transition gain vs the annealed g*(α, N): median 1/ρ and exp(E ln 1/ρ)",
+        xlabel="network size N (units)",
+        ylabel="relative deviation from g* (estimate / g* − 1)",
+        yscale="linear",
+    )
+    result.metrics["quenched_drift"] = {
+        str(s): {f"{a},{n}": v for (a, n), v in d.items()} for s, d in per.items()
+    }
+    result.notes.append(
+        "Quenched estimator (full mode): g* is the annealed mean log growth, so it predicts the "
+        "quenched average of the log exp(E ln 1/ρ), not the median network's 1/ρ; for α < 1 ln ρ is "
+        "right-skewed and the median sits 15-45 % above g* at every N (a statistic mismatch, not a "
+        "finite-size drift: a linear simulation with W redrawn every step grows at g* within "
+        "1-8 %, and the median of the T = 100 linear growth of quenched networks drifts like 1/ρ)."
+    )
+
+
 def _linear_regime_claims(result: Result, seed: int) -> None:
     eig_err, mle_err = 0.0, 0.0
     for alpha in (1.0, 1.5, 2.0):
@@ -399,6 +522,8 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
         _linear_regime_claims(result, seed)
         _slow_transition_claims(result, settings, seeds)
         _dimension_claims(result, settings, seeds)
+        if mode == "full":
+            _drift_claims(result, settings, seeds)
     result.notes += [
         "α = 2 is N(0, 2σ²) (√2 convention): the Gaussian transition is at g* = 1/√2 ≈ 0.707.",
         "Lyapunov exponents use J_t = diag(1 − x_{t+1}²)·gW applied as J_t Q (the published Fig. 2 "
