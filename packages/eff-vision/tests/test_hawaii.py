@@ -298,3 +298,36 @@ def test_quick_reproduction_claims_hold():
     assert sum(c.headline for c in paper) == 1 and all(c.paper for c in paper)
     # the single-teacher, router and no-token-weights runs are made in full mode
     assert not any("routes to expert" in c.text or "single-teacher" in c.text for c in paper)
+
+
+def test_teacher_set_is_a_public_setting_of_the_reproduction():
+    """Issue #26: another teacher set (autoencoder, rotation, random) runs every variant with one
+    expert per teacher, in the given order."""
+    from eff_vision.reproduce import hawaii
+
+    small = dict(pretrain_epochs=1, epochs=1, probe_iters=5, router_runs=False, singles=False)
+    cfg = hawaii.HawaiiReproConfig(teachers=hawaii.OTHER_TEACHERS, **small)
+    assert cfg.hawaii_config().num_teachers == 3 and cfg.hawaii_config().top_k == 3
+    out = hawaii.experiment(cfg, seed=0)
+    assert list(out["teachers"]) == ["ae", "rot", "random"]
+    row = next(r for r in out["rows"] if r["variant"] == "hawaii")
+    assert len(row["route shares"]) == 3
+    assert {r["variant"] for r in out["rows"]} == {
+        "AE student (no distillation)",
+        "lite (shared LoRA, linear adapters)",
+        "hawaii",
+        "hawaii without token weights",
+    }
+    # the section's numbers are the experiment's, per seed
+    other = hawaii.other_teacher_set([0], epochs=1, pretrain_epochs=1, probe_iters=5)[0]
+    by = {r["variant"]: r["mean probe accuracy"] for r in other["rows"]}
+    assert other["vs_lite"] == by["hawaii"] - by["lite (shared LoRA, linear adapters)"]
+    assert other["no_weights"] == by["hawaii without token weights"] - by["hawaii"]
+    assert by == {r["variant"]: r["mean probe accuracy"] for r in out["rows"]}
+    for bad, err in (
+        (("ae", "ae"), ValueError),
+        (("sup", "edge"), ValueError),
+        (["ae"], TypeError),
+    ):
+        with pytest.raises(err, match="teachers"):
+            hawaii.HawaiiReproConfig(teachers=bad)

@@ -25,6 +25,12 @@ Evaluation: a linear probe (:func:`logistic_probe`: multinomial logistic regress
 features, L-BFGS, C = 1) on the mean-pooled student tokens for the four ComBo tasks (train 700,
 test 297); the last epoch of every run is evaluated (no selection). Quick mode distils 8 epochs
 and skips the per-teacher router runs of threshold 2; full mode runs the spec's 20 epochs.
+
+Another teacher set (issue #26; full mode, :func:`other_teacher_set`): the headline comparisons
+with the teachers autoencoder, rotation and random (no supervised teacher), in a smaller section of
+:data:`OTHER_EPOCHS` = 10 distillation epochs (half the spec's 20) with only the lite, hawaii and
+no-token-weights runs, seeds seed..seed+4. ``HawaiiReproConfig(teachers=...)`` (and
+``eff vision hawaii --teachers``) picks any teacher set.
 """
 
 from __future__ import annotations
@@ -52,13 +58,29 @@ from eff_vision.hawaii import (
     merge_and_unload,
 )
 
-__all__ = ["HawaiiReproConfig", "experiment", "logistic_probe", "pretrained_student", "run"]
+__all__ = [
+    "OTHER_EPOCHS",
+    "OTHER_TEACHERS",
+    "HawaiiReproConfig",
+    "experiment",
+    "logistic_probe",
+    "other_teacher_set",
+    "pretrained_student",
+    "run",
+]
 
 NUM_CLASSES = {"digit10": 10, "parity": 2, "rot4": 4, "flip_noise": 10}
+#: the other teacher set of full mode (issue #26): the self-supervised and random teachers only
+OTHER_TEACHERS = ("ae", "rot", "random")
+OTHER_EPOCHS = 10  # the section's distillation epochs (the spec's runs: 20)
 
 
 @dataclass(frozen=True)
 class HawaiiReproConfig:
+    """Settings of the reproduction. ``teachers``: the teacher set, any non-empty subset of
+    ``("sup", "ae", "rot", "random", "clip")`` (the toy digit backbones and the tiny-CLIP image
+    tower), in order (expert t is teacher t)."""
+
     teachers: tuple[str, ...] = BACKBONE_KINDS
     ntr: int = 700
     pretrain_epochs: int = 10
@@ -76,6 +98,12 @@ class HawaiiReproConfig:
         for name in ("ntr", "pretrain_epochs", "epochs", "batch_size", "r", "probe_iters"):
             check_positive(name, getattr(self, name), integer=True)
         allowed = (*BACKBONE_KINDS, "clip")
+        if not isinstance(self.teachers, tuple):
+            raise TypeError(
+                f"teachers must be a tuple of names from {list(allowed)}, got {type(self.teachers).__name__}"
+            )
+        if len(set(self.teachers)) != len(self.teachers):
+            raise ValueError(f"teachers must not repeat a name, got {list(self.teachers)!r}")
         bad = [t for t in self.teachers if t not in allowed]
         if bad or not self.teachers:
             raise ValueError(
@@ -367,6 +395,73 @@ def _one_seed(cfg: HawaiiReproConfig, seed: int) -> dict[str, Any]:
     return vals
 
 
+def other_teacher_set(
+    seeds: list[int],
+    teachers: tuple[str, ...] = OTHER_TEACHERS,
+    epochs: int = OTHER_EPOCHS,
+    **overrides: Any,
+) -> dict[int, dict[str, Any]]:
+    """The headline comparisons with another teacher set (issue #26): per seed, ``vs_lite``
+    (hawaii − lite), ``no_weights`` (hawaii without token weights − hawaii), ``entropy`` and the
+    variant rows; only the lite, hawaii and no-token-weights runs (no single-teacher or router
+    runs). ``overrides`` go to :class:`HawaiiReproConfig` (e.g. ``pretrain_epochs``)."""
+    cfg = HawaiiReproConfig(
+        teachers=teachers, epochs=epochs, router_runs=False, singles=False, **overrides
+    )
+    out = {}
+    for s in seeds:
+        t0 = time.perf_counter()
+        vals = _one_seed(cfg, s)
+        vals["rows"] = vals.pop("out")["rows"]  # drop the trained models
+        vals["wall_s"] = time.perf_counter() - t0
+        out[s] = vals
+    return out
+
+
+#: expected verdicts of the other-teacher-set claims, set by the first full run (seeds 0-4)
+_OTHER_XFAIL: dict[str, str] = {
+    "vs_lite": "median -0.004 [-0.019, +0.001] over seeds 0-4 (0/5 seeds >= +0.01) at 10 epochs: "
+    "with the autoencoder, rotation and random teachers every distilled student stays within "
+    "+0.03 of the undistilled AE student (0.60-0.64), and hawaii gains less than lite on 3/5 seeds",
+}
+
+
+def _other_claims(
+    result: Result, other: dict[int, dict[str, Any]], seeds: list[int], teachers, epochs: int
+) -> None:
+    """Table rows (master seed), claims and notes of the other-teacher-set section."""
+    tag = f"teachers {', '.join(teachers)} ({epochs} epochs)"
+    result.table += [{"seed": seeds[0], **r, "variant": f"{tag}: {r['variant']}"}
+                     for r in other[seeds[0]]["rows"]]  # fmt: skip
+    kw: dict[str, Any] = {"seeds": seeds, "modes": ("full",)}
+
+    def claim(key: str, text: str, values: list[float], threshold: float, op: str, paper: str):
+        return paper_claim(
+            text, values, threshold, op, paper=paper, reason=_OTHER_XFAIL.get(key, ""),
+            expected="xfail" if key in _OTHER_XFAIL else "reproduces", **kw,
+        )  # fmt: skip
+
+    result.claims += [
+        claim("vs_lite", f"{tag}: hawaii − lite (plain multi-teacher feature regression), mean probe accuracy",
+              [other[s]["vs_lite"] for s in seeds], 0.01, ">=", PAPER),
+        claim("no_weights", f"{tag}: hawaii without token-importance weights − hawaii, mean probe accuracy (must not improve)",
+              [other[s]["no_weights"] for s in seeds], 0.0, "<=",
+              "abstract: token-importance weighting of the fine-grained distillation (no number)"),
+    ]  # fmt: skip
+    cost = sum(other[s]["wall_s"] for s in seeds)
+    result.metrics["other_teacher_set"] = {
+        "teachers": list(teachers), "epochs": epochs, "wall_s": cost,
+        "per_seed": {s: {k: v for k, v in other[s].items() if k != "rows"} for s in seeds},
+    }  # fmt: skip
+    result.notes.append(
+        f"Another teacher set (issue #26): {tag}, lite / hawaii / no-token-weights runs only, seeds "
+        f"{seeds}, {cost / 60:.1f} min wall. Per seed hawaii − lite / no token weights − hawaii: "
+        + "; ".join(
+            f"{s}: {other[s]['vs_lite']:+.3f} / {other[s]['no_weights']:+.3f}" for s in seeds
+        )
+    )
+
+
 def run(mode: Mode = "quick", seed: int = 0) -> Result:
     check_choice("mode", mode, ["quick", "full"])
     # quick (CI budget): one seed, 4 teachers, 5 pre-training and 3 distillation epochs, probes of
@@ -458,5 +553,8 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
             "Quick mode is a smoke run (3 epochs): the learning claims are judged in full mode, where "
             "the single-teacher, route-share and no-token-weights runs are made."
         )
+    if mode == "full":
+        other = other_teacher_set(seeds)
+        _other_claims(result, other, seeds, OTHER_TEACHERS, OTHER_EPOCHS)
     result.metrics["wall_s"] = time.perf_counter() - t0
     return result
