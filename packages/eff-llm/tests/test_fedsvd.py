@@ -387,6 +387,7 @@ def test_quick_reproduction_claims():
 def test_public_setup_and_federate_run_a_user_experiment():
     """A user's experiment through the public reproduction functions: the default setup, then
     another σ (no noise) and fewer clients on the same task, FedSVD only."""
+    pytest.importorskip("opacus")  # setup() calibrates σ with Opacus' accountant (the [dp] extra)
     from dataclasses import replace
 
     from eff_llm.reproduce.fedsvd import (
