@@ -305,3 +305,187 @@ def test_quick_reproduction_claims_hold():
     assert [r["method"] for r in result.table[:3]] == [
         "supervised only", "KL pseudo-label", "RankMatch (recon.)",
     ]  # fmt: skip
+
+
+# --- the real-image LDL task (issue #26) ------------------------------------------------------
+
+
+def test_digits_ldl_is_the_smoothed_vote_histogram_of_the_nearest_teacher_images():
+    from eff_vision.data.digits import _digits
+    from eff_vision.data.ldl import DIGITS_SHAPE, make_digits_ldl
+
+    lab, unl, test = make_digits_ldl(n_labeled=30, n_unlabeled=40, n_test=50, n_teacher=200,
+                                     k=7, smoothing=0.25, seed=3)  # fmt: skip
+    assert lab.x.shape == (30, 64) and unl.x.shape == (40, 64) and test.x.shape == (50, 64)
+    assert unl.d is None and lab.d.shape == (30, 10) and test.d.dtype == np.float32
+    assert np.allclose(test.d.sum(1), 1, atol=1e-6) and test.d.min() == pytest.approx(0.25 / 9.5)
+    # brute-force reference: the seeded permutation cuts teacher pool, labelled, unlabelled, test
+    from eff_shared.seeding import make_rng
+
+    images, classes = _digits()
+    flat = images.reshape(len(images), -1)
+    perm = make_rng(3, 75).permutation(len(flat))
+    teach, test_idx = perm[:200], perm[270:320]
+    assert np.array_equal(test.x, flat[test_idx]) and np.array_equal(lab.x, flat[perm[200:230]])
+    for row in range(10):
+        dist = ((flat[teach] - test.x[row]) ** 2).sum(1)
+        nbr = teach[np.argsort(dist, kind="stable")[:7]]
+        counts = np.bincount(classes[nbr], minlength=10)
+        np.testing.assert_allclose(test.d[row], (counts + 0.25) / (7 + 10 * 0.25), atol=1e-6)
+    # a meaningful teacher: its top label is the image's own class for most images
+    assert (test.d.argmax(1) == classes[test_idx]).mean() > 0.85
+    assert np.prod(DIGITS_SHAPE) == 64
+    a, b = make_digits_ldl(seed=0), make_digits_ldl(seed=0)
+    assert np.array_equal(a[2].d, b[2].d) and not np.array_equal(
+        a[0].x, make_digits_ldl(seed=1)[0].x
+    )
+    assert sum(len(part) for part in a) == 1797 - 500
+
+
+def test_digits_ldl_bad_inputs():
+    from eff_vision.data.ldl import make_digits_ldl
+
+    with pytest.raises(ValueError, match="<= 1797"):
+        make_digits_ldl(n_unlabeled=1000)
+    with pytest.raises(ValueError, match="k"):
+        make_digits_ldl(n_teacher=5, k=6)
+    with pytest.raises(ValueError, match="smoothing"):
+        make_digits_ldl(smoothing=0)
+
+
+def test_prr_matches_naive_loop_on_tied_soft_labels():
+    """The digits labels have many ties (classes with the same vote count): they impose nothing."""
+    from eff_vision.data.ldl import make_digits_ldl
+
+    d = torch.from_numpy(make_digits_ldl(seed=0)[0].d[:12]).double()
+    d = d / d.sum(1, keepdim=True)
+    assert max(len(set(r.tolist())) for r in d) < 10  # ties present
+    p = _dists(12, 10, 9)
+    for margin in (True, False):
+        assert float(prr_loss(p, d, margin=margin)) == pytest.approx(
+            _naive(p, d, margin), abs=1e-12
+        )
+
+
+def _shift_reference(x, dy, dx, h=8, w=8):
+    img = x.reshape(h, w)
+    out = torch.zeros_like(img)
+    for i in range(h):
+        for j in range(w):
+            si, sj = i - dy, j - dx
+            if 0 <= si < h and 0 <= sj < w:
+                out[i, j] = img[si, sj]
+    return out.reshape(-1)
+
+
+def test_random_shift_translates_with_zero_fill_and_is_seeded():
+    from eff_vision.rankmatch import RandomShift
+
+    x = torch.rand(20, 64, generator=torch.Generator().manual_seed(0))
+    aug = RandomShift(2)
+    out = aug(x, torch.Generator().manual_seed(1))
+    off = torch.randint(-2, 3, (2, 20), generator=torch.Generator().manual_seed(1))
+    for n in range(20):
+        ref = _shift_reference(x[n], int(off[0, n]), int(off[1, n]))
+        assert torch.equal(out[n], ref), n
+    assert len({(int(a), int(b)) for a, b in off.T}) > 5  # per-sample offsets
+    assert torch.equal(out, aug(x, torch.Generator().manual_seed(1)))
+    assert torch.equal(RandomShift(0)(x, torch.Generator()), x)
+    noisy = RandomShift(0, noise_std=0.1)(x, torch.Generator().manual_seed(2))
+    assert 0.05 < float((noisy - x).std()) < 0.15
+    wide = RandomShift(1, shape=(4, 16))(torch.ones(3, 64), torch.Generator().manual_seed(0))
+    assert wide.shape == (3, 64) and float(wide.sum()) < 3 * 64  # zero fill entered
+    with pytest.raises(ValueError, match=r"\(n, 64\)"):
+        aug(torch.rand(3, 63), torch.Generator())
+    with pytest.raises(ValueError, match="max_shift"):
+        RandomShift(8)
+    with pytest.raises(ValueError, match="max_shift"):
+        RandomShift(-1)
+
+
+def test_beyond_default_settings_run_and_their_expected_verdicts_name_real_claims():
+    from eff_vision.reproduce.rankmatch import SETTING_XFAIL, SETTINGS, _claims, setting_experiment
+
+    assert len(SETTINGS) == 2
+    assert set(SETTING_XFAIL) <= set(SETTINGS)
+    keys = {"wins", "rel_kl", "noninf", "beats_sup"}
+    assert all(set(v) <= keys and all(v.values()) for v in SETTING_XFAIL.values())
+    digits = next(n for n in SETTINGS if n.startswith("digits"))
+    out = setting_experiment(digits, 0, steps=5)
+    assert out["n_labels"] == 10 and out["rows"][0]["method"] == "supervised only"
+    synth = next(n for n in SETTINGS if n.startswith("synthetic"))
+    assert setting_experiment(synth, 0, steps=5)["n_labels"] == 10
+    per = {
+        0: {"wins": 6.0, "rel_kl": 0.3, "rel_sup": 0.1},
+        1: {"wins": 2.0, "rel_kl": 0.1, "rel_sup": 0.2},
+    }
+    claims = _claims("t", per, [0, 1], {"beats_sup": "why"})
+    assert [c.expected for c in claims] == ["reproduces"] * 3 + ["xfail"]
+    assert (
+        claims[0].values == (6.0, 2.0) and claims[0].threshold == 5 and claims[1].threshold == 0.2
+    )
+    with pytest.raises(ValueError, match="name"):
+        setting_experiment("nope", 0)
+
+
+# --- the O(C log C) path (issue #25) ----------------------------------------------------------
+
+
+def _tied(n, c, seed, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randint(0, 3, (n, c), generator=g).to(dtype), -1)
+
+
+@pytest.mark.parametrize("c", [2, 3, 7, 33, 100])
+@pytest.mark.parametrize("kind", ["continuous", "tied target", "tied both", "pred = target"])
+@pytest.mark.parametrize("margin", [True, False])
+def test_sorted_prr_equals_the_pairwise_reference_value_and_gradient(c, kind, margin):
+    """float64: value to 1e-12 and the gradient to 1e-12, including ties in the target, in the
+    prediction (max′(0) = 0 on the kink, as autograd's relu) and pred == target."""
+    g = torch.Generator().manual_seed(c)
+    if kind == "continuous":
+        logits = torch.randn(40, c, generator=g, dtype=torch.float64)
+        d = _dists(40, c, c + 1)
+    else:
+        logits = torch.randint(0, 3, (40, c), generator=g).to(torch.float64)
+        d = _tied(40, c, c + 2) if kind != "continuous" else d
+    leaf = (d.clone() if kind == "pred = target" else logits).requires_grad_(True)
+    grads, values = [], []
+    for impl in ("pairwise", "sorted"):
+        p = leaf if kind == "pred = target" else leaf.softmax(-1)
+        loss = prr_loss(p, d, margin=margin, impl=impl)
+        values.append(float(loss.detach()))
+        grads.append(torch.autograd.grad(loss, leaf)[0])
+    assert values[1] == pytest.approx(values[0], abs=1e-12)
+    assert float((grads[0] - grads[1]).abs().max()) <= 1e-12
+    if kind == "pred = target" and margin:
+        assert values[1] == 0.0 and float(grads[1].abs().max()) == 0.0
+
+
+def test_sorted_prr_float32_tolerance_and_per_sample():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 100, generator=g).requires_grad_(True)
+    d = torch.randn(64, 100, generator=g).softmax(-1)
+    a = prr_loss(logits.softmax(-1), d, margin=False, reduction="none", impl="pairwise")
+    b = prr_loss(logits.softmax(-1), d, margin=False, reduction="none", impl="sorted")
+    torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    (ga,) = torch.autograd.grad(a.sum(), logits)
+    (gb,) = torch.autograd.grad(b.sum(), logits)
+    torch.testing.assert_close(gb, ga, rtol=1e-4, atol=1e-8)
+
+
+def test_auto_dispatch_keeps_small_label_counts_bit_identical():
+    from eff_vision.rankmatch import SORTED_MIN_LABELS
+
+    assert SORTED_MIN_LABELS > 10  # the reproductions (C = 6, 10) stay on the reference kernel
+    for c, same_as in (
+        (6, "pairwise"),
+        (SORTED_MIN_LABELS - 1, "pairwise"),
+        (SORTED_MIN_LABELS, "sorted"),
+    ):
+        p, d = _dists(8, c, 1), _dists(8, c, 2)
+        for margin in (True, False):
+            auto = prr_loss(p, d, margin=margin, reduction="none")
+            assert torch.equal(auto, prr_loss(p, d, margin=margin, reduction="none", impl=same_as))
+    with pytest.raises(ValueError, match="impl"):
+        prr_loss(p, d, impl="fast")

@@ -127,6 +127,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "rankmatch": (
         "GaussianNoise",
+        "RandomShift",
         "RankMatchLoss",
         "RankMatchTrainer",
         "canberra",

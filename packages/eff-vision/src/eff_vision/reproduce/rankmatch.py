@@ -12,6 +12,12 @@ Paper claims per label budget (100 and 50 labels), each over seeds seed..seed+4 
 (median); quick mode is a smoke run (100 labels, one seed, 750 steps) judging the checks.
 "Semi-supervised beats supervised-only" did **not** reproduce in the spec's prototype: it is an
 xfail paper claim beside the non-inferiority bound (KL within 15 %).
+
+Full mode also judges the same four claims, with the same thresholds, in two settings beyond the
+defaults (issue #26; :data:`SETTINGS`, :func:`setting_experiment`): real images — the bundled
+digits with soft labels from a nearest-neighbour teacher (:func:`eff_vision.data.ldl.make_digits_ldl`,
+C = 10) and pixel-shift views (weak ±1, strong ±2 pixels, :class:`eff_vision.rankmatch.RandomShift`)
+— and the synthetic task at C = 10 labels.
 """
 
 from __future__ import annotations
@@ -27,18 +33,28 @@ from torch import nn
 from eff_shared.errors import check_choice
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
-from eff_vision.data.ldl import LDLSplit, make_synthetic_ldl
+from eff_vision.data.ldl import DIGITS_SHAPE, LDLSplit, make_digits_ldl, make_synthetic_ldl
 from eff_vision.metrics.ldl import LOWER_IS_BETTER, ldl_report
 from eff_vision.rankmatch import (
     Augment,
     GaussianNoise,
+    RandomShift,
     RankMatchLoss,
     RankMatchTrainer,
     _split_xd,
     prr_loss,
 )
 
-__all__ = ["METHODS", "RankMatchReproConfig", "experiment", "mechanics", "run"]
+__all__ = [
+    "METHODS",
+    "SETTINGS",
+    "RankMatchReproConfig",
+    "digits_ldl_builder",
+    "experiment",
+    "mechanics",
+    "run",
+    "setting_experiment",
+]
 
 METHODS = {
     "sup": "supervised only",
@@ -221,10 +237,10 @@ PAPER = ("abstract: with few labelled samples RankMatch outperforms supervised L
 FULL: tuple[Mode, ...] = ("full",)
 
 
-def _one_seed(cfg: RankMatchReproConfig, seed: int) -> dict[str, Any]:
+def _one_seed(cfg: RankMatchReproConfig, seed: int, **kw: Any) -> dict[str, Any]:
     """The three methods on one data draw (same data, initialisation and sampling seed) and the
-    per-seed numbers of the paper claims."""
-    out = experiment(cfg, seed)
+    per-seed numbers of the paper claims; ``kw`` goes to :func:`experiment`."""
+    out = experiment(cfg, seed, **kw)
     m = out["metrics"]
     wins = sum(
         (m["rankmatch"][k] < m["kl_pseudo"][k]) if low else (m["rankmatch"][k] > m["kl_pseudo"][k])
@@ -237,8 +253,112 @@ def _one_seed(cfg: RankMatchReproConfig, seed: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def digits_ldl_builder(n_labeled: int = 100) -> DataBuilder:
+    """The real-image LDL task as a data builder ``seed -> (labeled, unlabeled, test)``:
+    :func:`eff_vision.data.ldl.make_digits_ldl` (bundled digits, k = 10 nearest-neighbour teacher
+    on a 500-image pool, smoothing 0.5, C = 10) with ``n_labeled`` labelled images."""
+
+    def build(seed: int) -> Splits:
+        return make_digits_ldl(n_labeled=n_labeled, n_unlabeled=800, n_test=497 - n_labeled,
+                               seed=seed)  # fmt: skip
+
+    return build
+
+
+#: The settings beyond the defaults judged in full mode (issue #26): name -> (config, keyword
+#: arguments of :func:`experiment`). Digits: weak = ±1-pixel shift, strong = ±2-pixel shift of the
+#: 8×8 image (FixMatch's weak/strong split, as translations; fixed before any measurement).
+SETTINGS: dict[str, tuple[RankMatchReproConfig, dict[str, Any]]] = {
+    "digits kNN-teacher LDL (C = 10, shifts ±1/±2), 100 labels": (
+        RankMatchReproConfig(n_labeled=100),
+        {
+            "data": digits_ldl_builder(100),
+            "weak_aug": RandomShift(1, DIGITS_SHAPE),
+            "strong_aug": RandomShift(2, DIGITS_SHAPE),
+        },
+    ),
+    "synthetic C = 10, 100 labels": (RankMatchReproConfig(n_labeled=100, n_labels=10), {}),
+}
+
+
+def setting_experiment(name: str, seed: int, steps: int | None = None) -> dict[str, Any]:
+    """:func:`experiment` in the setting ``name`` of :data:`SETTINGS` (``steps`` overrides the
+    config's, e.g. for a short test run)."""
+    check_choice("name", name, list(SETTINGS))
+    cfg, kw = SETTINGS[name]
+    if steps is not None:
+        cfg = RankMatchReproConfig(**{**cfg.__dict__, "steps": steps})
+    return experiment(cfg, seed, **kw)
+
+
+_SUP_REASON = ("additive-noise views do not preserve the label distribution, so SSL does not pay "
+               "off (seed 0, 100 labels: +4.0 %; the spec's prototype +7.8 % / +13.5 %)")  # fmt: skip
+
+#: Expected verdicts of the settings beyond the defaults, set by the first 5-seed run (seeds 0-4):
+#: {setting: {claim key: xfail reason}}; a claim not listed is expected to reproduce.
+SETTING_XFAIL: dict[str, dict[str, str]] = {
+    "digits kNN-teacher LDL (C = 10, shifts ±1/±2), 100 labels": {
+        "wins": "3 [2, 5] of 6 metrics (per seed 2, 5, 3, 2, 5; 2/5 seeds >= 5): with label-preserving "
+        "shift views the KL pseudo-label is as good a target as the ranking; not an implementation "
+        "bug (PRR checked on the tied vote histograms); it depends on the view gap: at seeds 0-1, "
+        "strong = weak = ±1 gives 0/6, strong ±3 gives 6/6 and 5/6",
+        "rel_kl": "-1.1 % [-6.5, +6.2] (0/5 seeds >= 20 %): KL pseudo-labels do not suffer the "
+        "confirmation bias of the synthetic task here (KL pseudo-label 0.156 vs supervised-only "
+        "0.159, medians), so there is little for the ranking loss to win back",
+    },
+    "synthetic C = 10, 100 labels": {
+        "rel_kl": "+18.1 % [+13.6, +19.2] (0/5 seeds >= 20 %; RankMatch wins 6/6 metrics on every "
+        "seed): RankMatch stays at supervised-only level (+1.9 %); the gain is the KL baseline's "
+        "confirmation bias, +24 % over supervised-only at C = 10, a little less than at C = 6",
+        "beats_sup": "+1.9 % [+0.9, +2.7] (0/5 seeds): additive-noise views do not preserve the "
+        "label distribution, as at C = 6",
+    },
+}
+
+
+def _claims(tag: str, per: dict[int, dict[str, Any]], seeds: list[int],
+            xfail: dict[str, str]) -> list[Claim]:  # fmt: skip
+    """The four paper claims of one setting (thresholds of the spec's "(a)" items); ``xfail``
+    maps a claim key (``wins``, ``rel_kl``, ``noninf``, ``beats_sup``) to its xfail reason."""
+    vals = lambda key: [per[s][key] for s in seeds]  # noqa: E731
+
+    def exp(key: str) -> dict[str, Any]:
+        return {"expected": "xfail", "reason": xfail[key]} if key in xfail else {}
+
+    return [
+        paper_claim(f"[{tag}] metrics (of 6) where RankMatch beats KL pseudo-label", vals("wins"), 5, ">=",
+                    seeds=seeds, modes=FULL, paper=PAPER, **exp("wins")),
+        paper_claim(f"[{tag}] relative KL gain of RankMatch over KL pseudo-label", vals("rel_kl"), 0.20, ">=",
+                    seeds=seeds, modes=FULL, paper=PAPER, headline=True, **exp("rel_kl")),
+        paper_claim(f"[{tag}] relative KL excess of RankMatch over supervised-only (non-inferiority)",
+                    vals("rel_sup"), 0.15, "<=", seeds=seeds, modes=FULL, paper=PAPER, **exp("noninf")),
+        paper_claim(f"[{tag}] relative KL excess of RankMatch over supervised-only (RankMatch beats it)",
+                    vals("rel_sup"), 0.0, "<", seeds=seeds, modes=FULL, paper=PAPER, headline=True,
+                    **exp("beats_sup")),
+    ]  # fmt: skip
+
+
+def _record(result: Result, tag: str, per: dict[int, dict[str, Any]], seeds: list[int]) -> None:
+    """Table rows, metrics and the per-seed KL note of one setting."""
+    for s in seeds:
+        for row in per[s]["out"]["rows"]:
+            result.table.append({"setting": f"seed {s}, {tag}", **row})
+        result.metrics[f"seed {s}, {tag}"] = {
+            **per[s]["out"]["metrics"], "cpu_s": per[s]["out"]["times"],
+        }  # fmt: skip
+    result.notes.append(
+        f"{tag}, seeds {seeds}: supervised-only KL "
+        + ", ".join(f"{per[s]['out']['metrics']['sup']['kl']:.4f}" for s in seeds)
+        + "; RankMatch KL "
+        + ", ".join(f"{per[s]['out']['metrics']['rankmatch']['kl']:.4f}" for s in seeds)
+        + "; KL pseudo-label KL "
+        + ", ".join(f"{per[s]['out']['metrics']['kl_pseudo']['kl']:.4f}" for s in seeds)
+    )
+
+
 def run(mode: Mode = "quick", seed: int = 0) -> Result:
-    """Paper claims per label budget (100 and 50 labels) over seeds seed..seed+4 in full mode.
+    """Paper claims per label budget (100 and 50 labels) over seeds seed..seed+4 in full mode,
+    and the same claims in the two :data:`SETTINGS` beyond the defaults (full mode only).
     Quick mode is a smoke run (100 labels, one seed, 750 steps: the warm-up and ramp then end
     together) that judges the checks; its paper claims are judged in full mode."""
     check_choice("mode", mode, ["quick", "full"])
@@ -257,35 +377,14 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
     for n_lab in budgets:
         cfg = RankMatchReproConfig(n_labeled=n_lab, steps=steps)
         per = {s: _one_seed(cfg, s) for s in seeds}
-        for s in seeds:
-            for row in per[s]["out"]["rows"]:
-                result.table.append({"setting": f"seed {s}, {n_lab} labels", **row})
-            result.metrics[f"seed {s}, {n_lab} labels"] = {
-                **per[s]["out"]["metrics"], "cpu_s": per[s]["out"]["times"],
-            }  # fmt: skip
-        vals = lambda key, per=per: [per[s][key] for s in seeds]  # noqa: E731
         tag = f"{n_lab} labels"
-        result.claims += [
-            paper_claim(f"[{tag}] metrics (of 6) where RankMatch beats KL pseudo-label", vals("wins"), 5, ">=",
-                        seeds=seeds, modes=FULL, paper=PAPER),
-            paper_claim(f"[{tag}] relative KL gain of RankMatch over KL pseudo-label", vals("rel_kl"), 0.20, ">=",
-                        seeds=seeds, modes=FULL, paper=PAPER, headline=True),
-            paper_claim(f"[{tag}] relative KL excess of RankMatch over supervised-only (non-inferiority)",
-                        vals("rel_sup"), 0.15, "<=", seeds=seeds, modes=FULL, paper=PAPER),
-            paper_claim(f"[{tag}] relative KL excess of RankMatch over supervised-only (RankMatch beats it)",
-                        vals("rel_sup"), 0.0, "<", seeds=seeds, modes=FULL, paper=PAPER, headline=True,
-                        expected="xfail",
-                        reason="additive-noise views do not preserve the label distribution, so SSL does "
-                        "not pay off (seed 0, 100 labels: +4.0 %; the spec's prototype +7.8 % / +13.5 %)"),
-        ]  # fmt: skip
-        result.notes.append(
-            f"{tag}, seeds {seeds}: supervised-only KL "
-            + ", ".join(f"{per[s]['out']['metrics']['sup']['kl']:.4f}" for s in seeds)
-            + "; RankMatch KL "
-            + ", ".join(f"{per[s]['out']['metrics']['rankmatch']['kl']:.4f}" for s in seeds)
-            + "; KL pseudo-label KL "
-            + ", ".join(f"{per[s]['out']['metrics']['kl_pseudo']['kl']:.4f}" for s in seeds)
-        )
+        _record(result, tag, per, seeds)
+        result.claims += _claims(tag, per, seeds, {"beats_sup": _SUP_REASON})
+    if mode == "full":
+        for name, (cfg, kw) in SETTINGS.items():
+            per = {s: _one_seed(cfg, s, **kw) for s in seeds}
+            _record(result, name, per, seeds)
+            result.claims += _claims(name, per, seeds, SETTING_XFAIL.get(name, {}))
     result.claims += mechanics(seed)
     result.metrics["seeds"] = seeds
     result.notes.append(
