@@ -397,3 +397,55 @@ def test_quick_reproduction_claims_hold():
         "EATA",
         "LCoTTA",
     ]
+
+
+# --- the adapted set and the lr sweep (issue #26) ---------------------------------------------
+
+
+def test_repro_config_adapted_set_reaches_every_gradient_method():
+    from eff_vision.reproduce.lcotta import LCoTTAReproConfig, make_method, source_model
+
+    model, _ = source_model(LCoTTAReproConfig(), 0)
+    n_all = sum(p.numel() for p in model.parameters())
+    assert n_all == 17_610
+    for params, expected in (("norm", 384), ("all", n_all)):
+        cfg = LCoTTAReproConfig(params=params)
+        for name in ("tent", "eata", "lcotta"):
+            assert make_method(name, model, cfg).num_adapted() == expected, (params, name)
+    with pytest.raises(ValueError, match="params"):
+        LCoTTAReproConfig(params="bias")
+
+
+def test_adapted_set_sweep_rows_reuse_and_the_all_params_claim():
+    from eff_shared.reproduce import Result
+    from eff_vision.reproduce.lcotta import (
+        LCoTTAReproConfig,
+        _breakdown_lr,
+        _sweep_into,
+        adapted_set_sweep,
+        experiment,
+    )
+
+    cfg = LCoTTAReproConfig(rounds=1)
+    done = {0: experiment(cfg, 0)["results"]}
+    sweep = adapted_set_sweep(cfg, [0], (0.02, 0.1), done=done)
+    assert [(r["adapted set"], r["lr"]) for r in sweep["rows"]] == [
+        ("norm", 0.02), ("norm", 0.1), ("all", 0.02), ("all", 0.1),
+    ]  # fmt: skip
+    fresh = adapted_set_sweep(cfg, [0], (0.02,), sets=("norm",))["runs"][("norm", 0.02)][0]
+    reused = sweep["runs"][("norm", 0.02)][0]
+    assert reused["lcotta"]["per_round"] == fresh["lcotta"]["per_round"]
+    per = sweep["runs"][("all", 0.1)][0]
+    row = sweep["rows"][3]
+    assert row["lcotta − source (median)"] == per["lcotta"]["last"] - per["source"]["last"]
+    assert per["lcotta"]["per_round"] != sweep["runs"][("norm", 0.1)][0]["lcotta"]["per_round"]
+    rows = [{"adapted set": "all", "lr": lr, "lcotta − source (median)": g}
+            for lr, g in ((0.001, 0.0), (0.005, 0.03), (0.02, 0.5))]  # fmt: skip
+    assert _breakdown_lr(rows, "all") == 0.005 and math.isnan(_breakdown_lr(rows[:1], "all"))
+    result = Result(name="vision.lcotta", mode="full", seed=0)
+    _sweep_into(result, cfg, [0], done, lrs=(0.02, 0.1))
+    (claim,) = result.claims
+    assert claim.expected == "xfail" and claim.modes == ("full",) and claim.threshold == 0.02
+    allp = sweep["runs"][("all", 0.02)][0]
+    assert claim.values == (allp["lcotta"]["last"] - allp["source"]["last"],)
+    assert len(result.series["lr_sweep"]["LCoTTA, all params"]) == 2 and len(result.table) == 4

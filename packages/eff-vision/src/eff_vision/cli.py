@@ -588,18 +588,24 @@ def lcotta_cmd(
     d_margin: Annotated[
         float, typer.Option("--d-margin", min=1e-9, max=1.0, help="EATA redundancy margin d0.")
     ] = 0.4,
+    params: Annotated[
+        str, typer.Option("--params", help="Adapted set of TENT/EATA/LCoTTA: norm or all.")
+    ] = "norm",
     seed: SeedOpt = 0,
     json_path: JsonOpt = None,
 ) -> None:
     """LCoTTA vs source, norm-adapt, TENT and EATA: online error per round on corrupted digits."""
     _pin_threads()
-    from eff_vision.reproduce.lcotta import METHODS, LCoTTAReproConfig, experiment
+    from eff_vision.reproduce.lcotta import ADAPTED_SETS, METHODS, LCoTTAReproConfig, experiment
 
     if rank > window:
         raise typer.BadParameter(f"--rank ({rank}) must not exceed --window ({window})")
+    if params not in ADAPTED_SETS:
+        raise typer.BadParameter(f"--params must be one of {list(ADAPTED_SETS)}, got {params!r}")
     cfg = LCoTTAReproConfig(
-        rounds=rounds, lr=lr, rank=rank, window=window, record_every=every, d_margin=d_margin
-    )
+        rounds=rounds, lr=lr, rank=rank, window=window, record_every=every, d_margin=d_margin,
+        params=params,
+    )  # fmt: skip
     out = experiment(cfg, seed)
     res = out["results"]
     per_round = [
@@ -612,7 +618,8 @@ def lcotta_cmd(
         for m in METHODS
     ]  # fmt: skip
     _print_rows(
-        f"eff vision lcotta: {out['steps']} steps, lr {lr}, rank/window/every {rank}/{window}/{every}",
+        f"eff vision lcotta: {out['steps']} steps, lr {lr}, {params} params, "
+        f"rank/window/every {rank}/{window}/{every}",
         rows,
         json_path,
         {"per_round": per_round, "lcotta_stats": out["extra"].get("lcotta")},
