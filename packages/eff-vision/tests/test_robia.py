@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from eff_vision.data.stereo import SyntheticStereo, TinyStereoNet, stereo_corruptions, stereo_stream
+from eff_vision.data.stereo import (
+    TEXTURES,
+    SyntheticStereo,
+    TinyStereoNet,
+    jpeg_quality,
+    stereo_corruptions,
+    stereo_stream,
+)
 from eff_vision.metrics.stereo import bad_px, d1, epe
 from eff_vision.robia import (
     AttExMoE,
@@ -347,7 +354,7 @@ def test_stereo_corruptions_and_stream():
     )
     assert abs(nl.std() - 0.12) < 0.01 and not np.array_equal(nl, nr)
     with pytest.raises(ValueError, match="kind"):
-        stereo_corruptions("rain", 1.0)
+        stereo_corruptions("snow", 1.0)
     with pytest.raises(ValueError, match="same shape"):
         stereo_corruptions("blur", 1.0)(x, x[:, :4], rng)
     scene = SyntheticStereo(24, 48, 12)
@@ -355,6 +362,85 @@ def test_stereo_corruptions_and_stream():
     assert [f[3] for f in frames] == ["noise"] * 3 + ["dark"] * 3 + ["noise"] * 3 + ["dark"] * 3
     again = list(stereo_stream(("noise", "dark"), 2, 3, 1.5, 7, scene))
     assert all(np.array_equal(a[0], b[0]) for a, b in zip(frames, again, strict=True))
+
+
+def test_texture_kinds_mix_and_callable():
+    # "stripes": a square wave, so an unoccluded left view of one surface takes exactly two values
+    bg = SyntheticStereo(32, 64, 16, n_objects=0, texture="stripes", seed=1).render(3)
+    assert all(len(np.unique(img)) == 2 for img in bg.left)
+    assert (bg.texture_kind == TEXTURES.index("stripes")).all()
+    flat = SyntheticStereo(32, 64, 16, n_objects=0, texture="flat").render(2)
+    assert all(len(np.unique(img)) == 1 for img in flat.left)
+    # a per-surface mix: each surface draws its kind with the given probabilities
+    mix = {"noise": 0.5, "flat": 0.2, "stripes": 0.3}
+    scene = SyntheticStereo(32, 64, 16, n_objects=3, texture=mix, seed=2)
+    assert scene.texture == (("noise", 0.5), ("flat", 0.2), ("stripes", 0.3)) and hash(scene)
+    bg_only = SyntheticStereo(32, 64, 16, n_objects=0, texture=mix, seed=2).render(400)
+    assert (bg_only.texture_kind == bg_only.texture_kind[:, :1, :1]).all()  # one kind per surface
+    freq = np.bincount(bg_only.texture_kind[:, 0, 0], minlength=3) / 400
+    np.testing.assert_allclose(freq, [0.5, 0.2, 0.3], atol=0.07)
+    b = scene.render(20)
+    assert len(np.unique(b.texture_kind)) == 3
+    for i in range(20):  # flat pixels of a frame: few distinct grey levels (one per flat surface)
+        vals = b.left[i][b.texture_kind[i] == TEXTURES.index("flat")]
+        assert len(np.unique(vals)) <= 4
+    assert np.array_equal(scene.render(3).left, scene.render(3).left)
+    assert not np.array_equal(
+        scene.render(3).left, SyntheticStereo(32, 64, 16, texture="noise", seed=2).render(3).left
+    )
+    # a callable: called with (rng, (n, S, H, W_t)); the left view shows its columns as they are
+    seen = []
+
+    def ramp(rng, shape):
+        seen.append(shape)
+        return np.broadcast_to(np.linspace(0, 1, shape[-1]), shape).copy()
+
+    r = SyntheticStereo(32, 64, 16, n_objects=0, texture=ramp).render(2)
+    assert seen == [(2, 1, 32, 64 + 16 + 2)]
+    np.testing.assert_allclose(r.left[0, 5], np.linspace(0, 1, 82)[:64], atol=1e-6)
+    assert (r.texture_kind == -1).all()
+    with pytest.raises(ValueError, match="sum to 1"):
+        SyntheticStereo(texture={"noise": 0.5, "flat": 0.2})
+    with pytest.raises(ValueError, match="texture kind"):
+        SyntheticStereo(texture={"noise": 0.5, "checker": 0.5})
+    with pytest.raises(ValueError, match=">= 0"):
+        SyntheticStereo(texture={"noise": 1.5, "flat": -0.5})
+    with pytest.raises(TypeError, match="texture"):
+        SyntheticStereo(texture=3)
+    with pytest.raises(ValueError, match="shape"):
+        SyntheticStereo(texture=lambda rng, shape: np.zeros(shape[1:])).render(1)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        SyntheticStereo(texture=lambda rng, shape: np.full(shape, 2.0)).render(1)
+    with pytest.raises(ValueError, match="stripe_period"):
+        SyntheticStereo(stripe_period=(1.0, 4.0))
+
+
+def test_jpeg_and_rain_corruptions():
+    import cv2
+
+    b = SyntheticStereo(32, 64, 16, seed=4).render(2)
+    rng = np.random.default_rng(0)
+    assert jpeg_quality(1.5) == 10 and jpeg_quality(0) == 100 and jpeg_quality(5) == 1
+    jl, _ = stereo_corruptions("jpeg", 1.5)(b.left, b.right, rng)
+    u8 = np.rint(b.left[1] * 255).astype(np.uint8)
+    _, buf = cv2.imencode(".jpg", u8, [cv2.IMWRITE_JPEG_QUALITY, 10])
+    np.testing.assert_array_equal(jl[1], cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE) / np.float32(255))
+    mild, _ = stereo_corruptions("jpeg", 0.5)(b.left, b.right, rng)
+    assert 0 < np.abs(mild - b.left).mean() < np.abs(jl - b.left).mean()
+    # rain on a flat grey pair: the scene is dimmed by 1 − 0.1 s, streaks are brighter
+    grey = np.full((4, 40, 80), 0.5, np.float32)
+    rl, rr = stereo_corruptions("rain", 1.5)(grey, grey, np.random.default_rng(1))
+    assert rl.shape == grey.shape and rl.dtype == np.float32
+    np.testing.assert_allclose(np.median(rl), 0.5 * 0.85, atol=1e-6)
+    streak_l, streak_r = rl > 0.5 * 0.85 + 1e-3, rr > 0.5 * 0.85 + 1e-3
+    assert 0.01 < streak_l.mean() < 0.3 and not np.array_equal(streak_l, streak_r)
+    # the same drops in both views, each shifted by its disparity in [0, 8] px
+    shifted = np.zeros_like(streak_l)  # shifted[y, x] = any right streak at (y, x − d)
+    for d in range(9):
+        shifted[..., d:] |= streak_r[..., : 80 - d]
+    assert shifted[..., 20:][streak_l[..., 20:]].mean() > 0.97
+    heavy, _ = stereo_corruptions("rain", 3.0)(grey, grey, np.random.default_rng(1))
+    assert (heavy > 0.5 * 0.7 + 1e-3).mean() > streak_l.mean()
 
 
 def test_tiny_stereo_net_size_and_cost_volume():
@@ -395,6 +481,27 @@ def test_reproduction_same_seed_identical():
     b = experiment(cfg, 0, names)["runs"]
     for n in names:
         assert a[n]["epe"] == b[n]["epe"] and a[n]["clean_after"] == b[n]["clean_after"]
+
+
+def test_reproduction_scene_is_a_setting_and_part_of_the_cache_key():
+    from eff_vision.reproduce.robia import RobIAReproConfig, experiment, source_models
+
+    base = dict(height=32, width=64, max_disp=16, n_source=8, source_steps=3, expert_steps=3,
+                cycles=1, pairs_per_domain=1, n_clean=2, domains=("noise",), num_disparities=16)  # fmt: skip
+    cfg = RobIAReproConfig(**base)
+    assert cfg.scene == SyntheticStereo(32, 64, 16)
+    striped = RobIAReproConfig(**base, scene=SyntheticStereo(32, 64, 16, texture="stripes"))
+    a, b = source_models(cfg, 0), source_models(striped, 0)
+    assert a is not b  # a cache keyed without the scene would hand back the noise-trained nets
+    assert not torch.equal(a["source"].features[0].weight, b["source"].features[0].weight)
+    assert source_models(RobIAReproConfig(**base, scene=SyntheticStereo(32, 64, 16)), 0) is a
+    runs = experiment(striped, 0, ("no adaptation",))["runs"]
+    runs_noise = experiment(cfg, 0, ("no adaptation",))["runs"]
+    assert runs["no adaptation"]["epe"] != runs_noise["no adaptation"]["epe"]
+    with pytest.raises(ValueError, match="scene"):
+        RobIAReproConfig(**base, scene=SyntheticStereo(48, 64, 16))
+    with pytest.raises(TypeError, match="scene"):
+        RobIAReproConfig(**base, scene="stripes")
 
 
 @pytest.mark.slow

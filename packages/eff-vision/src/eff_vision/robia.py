@@ -665,17 +665,23 @@ class RobIA(_StereoTTA):
 
 def stream_eval(
     method: Any,
-    frames: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, str]],
+    frames: Sequence[tuple[Any, ...]],
     max_disp: int,
     on_frame: Any = None,
 ) -> dict[str, Any]:
     """Run ``method(left, right)`` over the frames (online); EPE / bad-1 / D1 per frame on
-    ``x ≥ max_disp`` and the wall ms per frame. ``on_frame(i, pred)`` is called after each."""
+    ``x ≥ max_disp`` and the wall ms per frame. ``on_frame(i, pred)`` is called after each.
+
+    Frames are ``(left, right, disp, domain)``, or with a fifth entry, the texture-kind map of
+    ``stereo_stream(texture_kinds=True)``: then ``bad1_low_texture`` holds bad-1 on the pixels
+    of flat or striped surfaces (NaN for a frame without any)."""
+    from eff_vision.data.stereo import TEXTURES
     from eff_vision.metrics.stereo import bad_px, d1, epe
 
     out: dict[str, list[Any]] = {"epe": [], "bad1": [], "d1": [], "domain": []}
+    low_kinds = [TEXTURES.index("flat"), TEXTURES.index("stripes")]
     t0 = time.perf_counter()
-    for left, right, gt, dom in frames:
+    for left, right, gt, dom, *kind in frames:
         lt = torch.from_numpy(np.ascontiguousarray(left))[None, None]
         rt = torch.from_numpy(np.ascontiguousarray(right))[None, None]
         with torch.no_grad():  # TTA methods re-enable gradients for their own update
@@ -686,6 +692,11 @@ def stream_eval(
         out["bad1"].append(bad_px(pred, gt, 1.0, mask))
         out["d1"].append(d1(pred, gt, mask))
         out["domain"].append(dom)
+        if kind:
+            low = mask & np.isin(kind[0], low_kinds)
+            out.setdefault("bad1_low_texture", []).append(
+                bad_px(pred, gt, 1.0, low) if low.any() else float("nan")
+            )
         if on_frame is not None:
             on_frame(len(out["epe"]) - 1, pred)
     ms = (time.perf_counter() - t0) / max(len(frames), 1) * 1e3

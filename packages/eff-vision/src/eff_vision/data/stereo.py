@@ -5,8 +5,13 @@ stream, and the tiny stereo network of RobIA's reproduction.
 background plane ``d(x, y) = a + b·x/W + c·y/H`` (disparity in ``bg_disp``, default 2–8) and
 ``n_objects`` fronto-parallel rectangles (disparity in ``obj_disp``, default 8 – max_disp − 1), each
 surface with its own texture (``"noise"``: Gaussian-blurred white noise with a random mean and
-contrast; ``"flat"``: a constant grey, the textureless hard case). Textures live in left-image
-coordinates. Both views are rendered with a **z-buffer** (the largest disparity wins), so
+contrast; ``"flat"``: a constant grey, the textureless hard case; ``"stripes"``: a square-wave
+grating of random period and orientation — periodic along the row (ambiguous matches) or constant
+along it (nothing to match), the repetitive-texture hard case). ``texture`` is one kind for every
+surface, a **mix** ``{"noise": 0.7, "flat": 0.15, "stripes": 0.15}`` (each surface draws its kind
+independently with these probabilities) or a callable ``texture(rng, (n, S, H, W_t)) -> array`` in
+[0, 1] (surface 0 is the background; ``W_t = W + max_disp + 2`` columns). Textures live in
+left-image coordinates. Both views are rendered with a **z-buffer** (the largest disparity wins), so
 occlusions are real: the right view samples surface k at ``x_l = x_r + d_k`` (the background's
 ``x_l`` solves ``x_l − d(x_l, y) = x_r`` in closed form), with linear interpolation along the row.
 Images are grey, float32 in [0, 1], shape ``(n, H, W)``; the ground truth is the left view's
@@ -15,7 +20,12 @@ disparity.
 **Corruptions** (:func:`stereo_corruptions`, both views, at severity ``s``; the spec's values at
 ``s = 1.5`` in brackets): ``noise`` N(0, (0.08 s)²) [σ 0.12, independent per view], ``blur``
 Gaussian σ = 1.2 s [1.8], ``dark`` × (1 − 0.5133 s) [× 0.23], ``fog`` ``(1 − m)·x + m·A`` with
-m = 0.6 s, A = 0.8 [m 0.9]; every output clipped to [0, 1].
+m = 0.6 s, A = 0.8 [m 0.9]; every output clipped to [0, 1]. Two more kinds, beyond the spec's
+stream *(ours)*: ``jpeg`` — OpenCV JPEG round trip of each view at quality ``round(100 − 60 s)``
+(≥ 1) [10]; ``rain`` — streaks: a Poisson number of drops (mean 0.004 s per pixel) at random
+depths (disparity U(0, 8) px, so the same drop lands ``d`` columns apart in the two views),
+smeared along one slant per pair (U(−20°, 20°)) over ``round(4 + 4 s)`` px, blended towards 0.9
+with opacity 0.6 over a scene dimmed by ``1 − 0.1 s`` [streaks 10 px, dim × 0.85].
 
 **Stream** (:func:`stereo_stream`): the domains in order (default noise → blur → dark → fog),
 ``pairs_per_domain`` new scenes each, repeated ``cycles`` times; everything from ``seed``.
@@ -28,7 +38,8 @@ disparities, a residual 2-D aggregation over the D channels (D → 48 → D) and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,24 +53,31 @@ from eff_shared.seeding import make_rng
 
 __all__ = [
     "STEREO_CORRUPTIONS",
+    "TEXTURES",
     "StereoBatch",
     "SyntheticStereo",
     "TinyStereoNet",
+    "jpeg_quality",
     "stereo_corruptions",
     "stereo_stream",
 ]
 
-STEREO_CORRUPTIONS = ("clean", "noise", "blur", "dark", "fog")
-TEXTURES = ("noise", "flat")
+STEREO_CORRUPTIONS = ("clean", "noise", "blur", "dark", "fog", "jpeg", "rain")
+TEXTURES = ("noise", "flat", "stripes")
+TextureFn = Callable[[np.random.Generator, tuple[int, int, int, int]], np.ndarray]
+Texture = str | Mapping[str, float] | tuple[tuple[str, float], ...] | TextureFn
 
 
 @dataclass(frozen=True)
 class StereoBatch:
-    """``left``, ``right``: ``(n, H, W)`` float32 in [0, 1]; ``disp``: left-view disparity."""
+    """``left``, ``right``: ``(n, H, W)`` float32 in [0, 1]; ``disp``: left-view disparity;
+    ``texture_kind``: ``(n, H, W)`` index into :data:`TEXTURES` of the texture seen at each left
+    pixel (−1 for a texture callable)."""
 
     left: np.ndarray
     right: np.ndarray
     disp: np.ndarray
+    texture_kind: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.left)
@@ -81,7 +99,7 @@ class SyntheticStereo:
     width: int = 128
     max_disp: int = 24
     n_objects: int = 3
-    texture: str = "noise"
+    texture: Texture = "noise"
     bg_disp: tuple[float, float] = (2.0, 8.0)
     obj_disp: tuple[float, float] | None = None  # None -> (8, max_disp - 1)
     obj_width: tuple[float, float] = (1 / 6, 1 / 3)  # fractions of the width
@@ -89,6 +107,8 @@ class SyntheticStereo:
     texture_sigma: float = 1.2
     texture_mean: tuple[float, float] = (0.3, 0.7)
     texture_contrast: tuple[float, float] = (0.12, 0.22)
+    stripe_period: tuple[float, float] = (3.0, 8.0)  # pixels, "stripes" only
+    stripe_angle: tuple[float, float] = (0.0, 180.0)  # degrees; 0 = vertical stripes
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -97,7 +117,28 @@ class SyntheticStereo:
         check_positive("n_objects", self.n_objects, strict=False, integer=True)
         if self.max_disp >= self.width:
             raise ValueError(f"max_disp ({self.max_disp}) must be < width ({self.width})")
-        check_choice("texture", self.texture, TEXTURES)
+        tex = self.texture
+        if isinstance(tex, str):
+            check_choice("texture", tex, TEXTURES)
+        elif isinstance(tex, Mapping | tuple):
+            # a mix: stored as ((kind, fraction), ...) in TEXTURES order so the config stays hashable
+            mix = dict(tex)
+            for kind, frac in mix.items():
+                check_choice("texture kind", kind, TEXTURES)
+                if not (isinstance(frac, int | float) and math.isfinite(frac) and frac >= 0):
+                    raise ValueError(f"texture fraction of {kind!r} must be >= 0, got {frac!r}")
+            if abs(sum(mix.values()) - 1.0) > 1e-6:
+                raise ValueError(f"texture fractions must sum to 1, got {sum(mix.values())!r}")
+            norm = tuple((k, float(mix[k])) for k in TEXTURES if k in mix)
+            object.__setattr__(self, "texture", norm)
+        elif not callable(tex):
+            raise TypeError(
+                f"texture must be one of {list(TEXTURES)}, a mapping kind -> fraction or a "
+                f"callable (rng, shape) -> array, got {type(tex).__name__}"
+            )
+        p_lo, p_hi = self.stripe_period
+        if not 2 <= p_lo <= p_hi:
+            raise ValueError(f"stripe_period must satisfy 2 <= lo <= hi, got {self.stripe_period}")
         lo, hi = self.bg_disp
         if not 0 <= lo <= hi < self.max_disp:
             raise ValueError(f"bg_disp must satisfy 0 <= lo <= hi < max_disp, got {self.bg_disp}")
@@ -109,18 +150,71 @@ class SyntheticStereo:
     def object_disparities(self) -> tuple[float, float]:
         return self.obj_disp if self.obj_disp is not None else (8.0, float(self.max_disp - 1))
 
-    def _textures(self, rng: np.random.Generator, n: int, s: int, wt: int) -> np.ndarray:
+    def _textures(
+        self, rng: np.random.Generator, n: int, s: int, wt: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(n, S, H, W_t)`` textures and the ``(n, S)`` kind of each surface (TEXTURES index)."""
         h = self.height
+        tex = self.texture
+        if callable(tex) and not isinstance(tex, str | tuple):
+            out = np.asarray(tex(rng, (n, s, h, wt)))
+            if out.shape != (n, s, h, wt):
+                raise ValueError(
+                    f"texture callable must return shape {(n, s, h, wt)}, got {out.shape}"
+                )
+            if not np.issubdtype(out.dtype, np.floating) or out.min() < 0 or out.max() > 1:
+                raise ValueError("texture callable must return floats in [0, 1]")
+            return out.astype(np.float32), np.full((n, s), -1, np.int8)
         mean = rng.uniform(*self.texture_mean, size=(n, s, 1, 1))
-        if self.texture == "flat":
-            return np.broadcast_to(mean, (n, s, h, wt)).astype(np.float32)
+        if tex == "flat":
+            kinds = np.full((n, s), TEXTURES.index("flat"), np.int8)
+            return np.broadcast_to(mean, (n, s, h, wt)).astype(np.float32), kinds
+        if tex == "noise":  # the original single-kind path, unchanged draw for draw
+            noise = self._noise(rng, (n, s, h, wt))
+            contrast = rng.uniform(*self.texture_contrast, size=(n, s, 1, 1))
+            kinds = np.zeros((n, s), np.int8)
+            return np.clip(mean + contrast * noise, 0.0, 1.0).astype(np.float32), kinds
+        if tex == "stripes":
+            contrast = rng.uniform(*self.texture_contrast, size=(n, s, 1, 1))
+            kinds = np.full((n, s), TEXTURES.index("stripes"), np.int8)
+            return self._stripes(rng, mean, contrast, (n, s, h, wt)), kinds
+        names = [k for k, _ in tex]
+        kinds = np.asarray([TEXTURES.index(k) for k in names], np.int8)[
+            rng.choice(len(names), size=(n, s), p=[f for _, f in tex])
+        ]
+        contrast = rng.uniform(*self.texture_contrast, size=(n, s, 1, 1))
+        out = np.broadcast_to(mean, (n, s, h, wt)).astype(np.float32)  # flat
+        is_kind = lambda name: (kinds == TEXTURES.index(name))[:, :, None, None]  # noqa: E731
+        if "noise" in names:
+            noisy = np.clip(mean + contrast * self._noise(rng, (n, s, h, wt)), 0.0, 1.0)
+            out = np.where(is_kind("noise"), noisy.astype(np.float32), out)
+        if "stripes" in names:
+            striped = self._stripes(rng, mean, contrast, (n, s, h, wt))
+            out = np.where(is_kind("stripes"), striped, out)
+        return out, kinds
+
+    def _noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Gaussian-blurred white noise, unit standard deviation per surface."""
         from scipy.ndimage import gaussian_filter
 
-        noise = rng.normal(size=(n, s, h, wt))
+        noise = rng.normal(size=shape)
         noise = gaussian_filter(noise, sigma=(0, 0, self.texture_sigma, self.texture_sigma))
         noise /= noise.std(axis=(2, 3), keepdims=True) + 1e-12
-        contrast = rng.uniform(*self.texture_contrast, size=(n, s, 1, 1))
-        return np.clip(mean + contrast * noise, 0.0, 1.0).astype(np.float32)
+        return noise
+
+    def _stripes(
+        self, rng: np.random.Generator, mean: np.ndarray, contrast: np.ndarray, shape: tuple
+    ) -> np.ndarray:
+        """Square-wave gratings ``mean ± contrast`` with a period and angle per surface."""
+        n, s, h, wt = shape
+        period = rng.uniform(*self.stripe_period, size=(n, s, 1, 1))
+        theta = np.deg2rad(rng.uniform(*self.stripe_angle, size=(n, s, 1, 1)))
+        phase = rng.uniform(0, 2 * np.pi, size=(n, s, 1, 1))
+        yy = np.arange(h, dtype=np.float64)[:, None]
+        xx = np.arange(wt, dtype=np.float64)[None, :]
+        u = xx * np.cos(theta) + yy * np.sin(theta)  # 0° → periodic along the row
+        wave = np.where(np.sin(2 * np.pi * u / period + phase) >= 0, 1.0, -1.0)
+        return np.clip(mean + contrast * wave, 0.0, 1.0).astype(np.float32)
 
     def render(self, n: int, seed: int | None = None) -> StereoBatch:
         """``n`` independent scenes (``seed`` defaults to the generator's own)."""
@@ -130,7 +224,7 @@ class SyntheticStereo:
         s = 1 + k
         margin = self.max_disp + 2
         wt = w + margin
-        tex = self._textures(rng, n, s, wt)
+        tex, kinds = self._textures(rng, n, s, wt)
         # background plane d = a + b·(x/W − ½) + c·(y/H − ½), corners inside bg_disp
         lo, hi = self.bg_disp
         mid, half = (lo + hi) / 2, (hi - lo) / 2
@@ -173,12 +267,12 @@ class SyntheticStereo:
             f = np.clip(x_sel - i0, 0.0, 1.0)
             v0 = tex[n_idx, win, y_idx, i0]
             v1 = tex[n_idx, win, y_idx, i0 + 1]
-            return ((1 - f) * v0 + f * v1).astype(np.float32), depth.astype(np.float32)
+            return ((1 - f) * v0 + f * v1).astype(np.float32), depth.astype(np.float32), win
 
-        left, disp = compose(d_bg_left, inside(np.zeros((n, k))), np.repeat(xs[:, None], s, 1))
+        left, disp, win = compose(d_bg_left, inside(np.zeros((n, k))), np.repeat(xs[:, None], s, 1))
         x_right = np.concatenate([x_l_bg[:, None], xs[:, None] + dk[:, :, None, None]], 1)
-        right, _ = compose(d_bg_right, inside(dk), x_right)
-        return StereoBatch(left, right, disp)
+        right, _, _ = compose(d_bg_right, inside(dk), x_right)
+        return StereoBatch(left, right, disp, kinds[n_idx, win])
 
 
 def _check_stereo_images(left: np.ndarray, right: np.ndarray) -> None:
@@ -210,14 +304,78 @@ def stereo_corruptions(kind: str, severity: float) -> Callable[..., tuple[np.nda
         elif kind == "dark":
             gain = max(0.02, 1.0 - 0.5133 * s)
             out = [x * gain for x in (left, right)]
-        else:  # fog
+        elif kind == "fog":
             m = min(1.0, 0.6 * s)
             out = [(1 - m) * x + m * 0.8 for x in (left, right)]
+        elif kind == "jpeg":
+            quality = jpeg_quality(s)
+            out = [_jpeg(x, quality) for x in (left, right)]
+        else:  # rain
+            out = list(_rain(left, right, s, rng))
         return tuple(np.clip(x, 0.0, 1.0).astype(np.float32) for x in out)
 
     apply.kind = kind  # type: ignore[attr-defined]
     apply.severity = s  # type: ignore[attr-defined]
     return apply
+
+
+def jpeg_quality(severity: float) -> int:
+    """The ``jpeg`` corruption's OpenCV quality at a severity: ``round(100 − 60 s)``, at least 1."""
+    return int(min(100, max(1, round(100 - 60 * float(severity)))))
+
+
+def _jpeg(x: np.ndarray, quality: int) -> np.ndarray:
+    """JPEG round trip (OpenCV, grey) of every ``(H, W)`` image in ``x``."""
+    import cv2
+
+    flat = np.rint(np.clip(x, 0, 1) * 255).astype(np.uint8).reshape(-1, *x.shape[-2:])
+    out = np.empty(flat.shape, np.float32)
+    for i, img in enumerate(flat):
+        ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, quality])
+        if not ok:  # pragma: no cover - OpenCV always encodes a grey uint8 image
+            raise RuntimeError("OpenCV failed to encode a JPEG")
+        out[i] = cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE).astype(np.float32) / 255.0
+    return out.reshape(x.shape)
+
+
+def _streak_kernel(length: int, angle_deg: float) -> np.ndarray:
+    """A normalised-to-peak-1 line of ``length`` px at ``angle_deg`` from the vertical."""
+    import cv2
+
+    size = length + 2 - length % 2  # odd, so the line is centred
+    k = np.zeros((size + 1, size + 1), np.float32)
+    c = size // 2
+    dx = 0.5 * (length - 1) * math.sin(math.radians(angle_deg))
+    dy = 0.5 * (length - 1) * math.cos(math.radians(angle_deg))
+    p0 = (round(c - dx), round(c - dy))
+    p1 = (round(c + dx), round(c + dy))
+    cv2.line(k, p0, p1, 1.0, 1, lineType=cv2.LINE_AA)
+    return k / k.max()
+
+
+def _rain(
+    left: np.ndarray, right: np.ndarray, s: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rain streaks seen by both views: each drop has its own disparity (see the module doc)."""
+    import cv2
+
+    h, w = left.shape[-2:]
+    lf, rf = left.reshape(-1, h, w), right.reshape(-1, h, w)
+    out_l, out_r = np.empty_like(lf), np.empty_like(rf)
+    length = max(2, round(4 + 4 * s))
+    dim, alpha = max(0.0, 1.0 - 0.1 * s), 0.6
+    for i in range(len(lf)):
+        n_drops = int(rng.poisson(0.004 * s * h * w))
+        ys, xs = rng.integers(0, h, n_drops), rng.integers(0, w, n_drops)
+        x_r = np.rint(xs - rng.uniform(0.0, 8.0, n_drops)).astype(int)
+        kernel = _streak_kernel(length, float(rng.uniform(-20.0, 20.0)))
+        for x_drop, src, dst in ((xs, lf, out_l), (x_r, rf, out_r)):
+            seeds = np.zeros((h, w), np.float32)
+            keep = x_drop >= 0
+            seeds[ys[keep], x_drop[keep]] = 1.0
+            a = alpha * np.clip(cv2.filter2D(seeds, -1, kernel), 0.0, 1.0)
+            dst[i] = (1 - a) * (dim * src[i]) + a * 0.9
+    return out_l.reshape(left.shape), out_r.reshape(right.shape)
 
 
 def stereo_stream(
@@ -227,8 +385,11 @@ def stereo_stream(
     severity: float = 1.5,
     seed: int = 0,
     scene: SyntheticStereo | None = None,
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, str]]:
-    """Yield ``(left, right, disp, domain)`` frames (each ``(H, W)``), domain by domain."""
+    texture_kinds: bool = False,
+) -> Iterator[tuple[Any, ...]]:
+    """Yield ``(left, right, disp, domain)`` frames (each ``(H, W)``), domain by domain;
+    ``texture_kinds=True`` appends the ``(H, W)`` texture kind of each left pixel
+    (:attr:`StereoBatch.texture_kind`) to every frame (same frames otherwise)."""
     check_positive("cycles", cycles, integer=True)
     check_positive("pairs_per_domain", pairs_per_domain, integer=True)
     if not domains:
@@ -243,7 +404,10 @@ def stereo_stream(
             corrupt = stereo_corruptions(dom, severity)
             left, right = corrupt(batch.left, batch.right, rng)
             for i in range(pairs_per_domain):
-                yield left[i], right[i], batch.disp[i], dom
+                if texture_kinds:
+                    yield left[i], right[i], batch.disp[i], dom, batch.texture_kind[i]
+                else:
+                    yield left[i], right[i], batch.disp[i], dom
 
 
 class TinyStereoNet(nn.Module):

@@ -24,6 +24,7 @@ one is not met, the measured numbers are reported (no tuning).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,13 @@ from eff_shared.errors import check_choice
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_shared.torch import count_parameters
-from eff_vision.data.stereo import SyntheticStereo, TinyStereoNet, render_dataset, stereo_stream
+from eff_vision.data.stereo import (
+    TEXTURES,
+    SyntheticStereo,
+    TinyStereoNet,
+    render_dataset,
+    stereo_stream,
+)
 from eff_vision.metrics.stereo import bad_px, epe
 from eff_vision.robia import (
     AttExMoE,
@@ -51,7 +58,17 @@ from eff_vision.robia import (
     train_experts,
 )
 
-__all__ = ["RobIAReproConfig", "experiment", "mechanics", "run", "source_models"]
+__all__ = [
+    "LOW_TEXTURE",
+    "RobIAReproConfig",
+    "experiment",
+    "low_texture_config",
+    "mechanics",
+    "run",
+    "source_models",
+    "teacher_ablation",
+    "teacher_coverage",
+]
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,7 @@ class RobIAReproConfig:
     severity: float = 1.5
     n_clean: int = 16
     num_disparities: int = 32
+    scene: SyntheticStereo | None = None  # None -> SyntheticStereo(height, width, max_disp)
 
     def __post_init__(self) -> None:
         for name in (
@@ -85,10 +103,18 @@ class RobIAReproConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_disp >= self.width:
             raise ValueError(f"max_disp ({self.max_disp}) must be < width ({self.width})")
-
-    @property
-    def scene(self) -> SyntheticStereo:
-        return SyntheticStereo(self.height, self.width, self.max_disp)
+        if self.scene is None:
+            object.__setattr__(
+                self, "scene", SyntheticStereo(self.height, self.width, self.max_disp)
+            )
+        elif not isinstance(self.scene, SyntheticStereo):
+            raise TypeError(f"scene must be a SyntheticStereo, got {type(self.scene).__name__}")
+        dims = (self.scene.height, self.scene.width, self.scene.max_disp)
+        if dims != (self.height, self.width, self.max_disp):
+            raise ValueError(
+                f"scene (height, width, max_disp) = {dims} must equal the config's "
+                f"{(self.height, self.width, self.max_disp)}"
+            )
 
 
 _CACHE: dict[tuple, dict[str, Any]] = {}
@@ -103,7 +129,7 @@ def _mask(cfg: RobIAReproConfig) -> torch.Tensor:
 def source_models(cfg: RobIAReproConfig, seed: int) -> dict[str, Any]:
     """The trained source net and its MoE copy with trained experts (cached in-process; copy them)."""
     key = (seed, cfg.height, cfg.width, cfg.max_disp, cfg.n_source, cfg.source_steps,
-           cfg.expert_steps, cfg.expert_lr, cfg.batch_size, cfg.lr)  # fmt: skip
+           cfg.expert_steps, cfg.expert_lr, cfg.batch_size, cfg.lr, cfg.scene)  # fmt: skip
     if key in _CACHE:
         return _CACHE[key]
     data = render_dataset(cfg.scene, cfg.n_source, seed=derive_seed(seed, 81))
@@ -185,11 +211,16 @@ def _trainable(method: Any) -> tuple[int, int]:
 
 
 def experiment(
-    cfg: RobIAReproConfig, seed: int, names: tuple[str, ...] | None = None
+    cfg: RobIAReproConfig,
+    seed: int,
+    names: tuple[str, ...] | None = None,
+    texture_kinds: bool = False,
 ) -> dict[str, Any]:
+    """Every method (or ``names``) on the same stream of ``cfg.scene``; ``texture_kinds`` adds
+    each row's bad-1 on the pixels of flat or striped surfaces (``"bad-1 flat/striped"``)."""
     models = source_models(cfg, seed)
     frames = list(stereo_stream(cfg.domains, cfg.cycles, cfg.pairs_per_domain, cfg.severity,
-                                derive_seed(seed, 87), cfg.scene))  # fmt: skip
+                                derive_seed(seed, 87), cfg.scene, texture_kinds))  # fmt: skip
     clean = _clean_set(cfg, seed)
     methods = build_methods(models, cfg)
     if names is not None:
@@ -217,6 +248,8 @@ def experiment(
             "trainable %": 100.0 * n_train / n_total, "ms/frame": res["ms_per_frame"],
             "clean EPE before": before, "clean EPE after": after,
         })  # fmt: skip
+        if texture_kinds:
+            rows[-1]["bad-1 flat/striped"] = float(np.nanmean(res["bad1_low_texture"]))
     return {"rows": rows, "runs": out, "models": models, "frames": len(frames)}
 
 
@@ -303,6 +336,78 @@ def mechanics(cfg: RobIAReproConfig, seed: int, runs: dict[str, Any]) -> dict[st
         "teacher_pixels_ok": float(teacher_ok), "first_prediction_diff": first_ok,
         "reset_restores": float(reset_ok), "sgbm_density": density, "sgbm_bad1": bad1,
     }  # fmt: skip
+
+
+# --- the teacher in low-texture scenes (issue #26) ----------------------------------------------
+
+LOW_TEXTURE: dict[str, float] = {"noise": 0.7, "flat": 0.15, "stripes": 0.15}
+TEACHER_ABLATION = ("RobIA", "RobIA w/o teacher")
+
+
+def low_texture_config(
+    cfg: RobIAReproConfig, texture: dict[str, float] | None = None
+) -> RobIAReproConfig:
+    """``cfg`` with a scene whose surfaces are flat or striped with the fractions of ``texture``
+    (default :data:`LOW_TEXTURE`: 30 % flat or striped), source data included."""
+    scene = dataclasses.replace(cfg.scene, texture=LOW_TEXTURE if texture is None else texture)
+    return dataclasses.replace(cfg, scene=scene)
+
+
+def teacher_ablation(cfg: RobIAReproConfig, seed: int) -> dict[str, Any]:
+    """RobIA with and without its teacher on the same stream of ``cfg`` (source models trained
+    on ``cfg.scene``): bad-1 over the evaluated pixels and over the flat/striped ones [points]."""
+    out = experiment(cfg, seed, TEACHER_ABLATION, texture_kinds=True)
+    rows = {r["method"]: r for r in out["rows"]}
+    bad = {m: 100 * rows[m]["bad-1"] for m in TEACHER_ABLATION}
+    low = {m: 100 * rows[m]["bad-1 flat/striped"] for m in TEACHER_ABLATION}
+    return {
+        "bad1": bad, "bad1_low_texture": low, "epe": {m: rows[m]["EPE"] for m in TEACHER_ABLATION},
+        "minus_no_teacher": bad["RobIA"] - bad["RobIA w/o teacher"],
+        "minus_no_teacher_low": low["RobIA"] - low["RobIA w/o teacher"],
+        "teacher_fraction": out["runs"]["RobIA"]["teacher_fraction"],
+    }  # fmt: skip
+
+
+def teacher_coverage(cfg: RobIAReproConfig, seed: int) -> dict[str, float]:
+    """Where the teacher term acts, on this seed's stream, before adaptation: the source teacher
+    (:class:`RobustAdaptBNTeacher` of the MoE model) against the student's starting point (the
+    MoE model on test-batch statistics) and the SGBM labels. Fractions of pixels; bad-1 in [0, 1].
+
+    ``teacher_pixels``: ∉ V_H with c_T > τ (whole image); ``teacher_in_border``: the share of
+    them in the columns x < num_disparities, where SGBM never labels and the metrics do not look
+    (x < max_disp); ``teacher_covers_low``: share of the evaluated flat/striped pixels it reaches;
+    ``sgbm_valid_low`` / ``sgbm_bad1_low``: SGBM's density and bad-1 on those pixels;
+    ``teacher_bad1_unlabelled`` / ``student_bad1_unlabelled``: bad-1 of the teacher and of the
+    student on every evaluated pixel without an SGBM label (what the teacher could fill)."""
+    models = source_models(cfg, seed)
+    teacher = RobustAdaptBNTeacher(models["moe"])
+    student = StereoBNAdapt(copy.deepcopy(models["moe"]))
+    frames = stereo_stream(cfg.domains, cfg.cycles, cfg.pairs_per_domain, cfg.severity,
+                           derive_seed(seed, 87), cfg.scene, texture_kinds=True)  # fmt: skip
+    low_kinds = [TEXTURES.index("flat"), TEXTURES.index("stripes")]
+    acc: dict[str, list[float]] = {}
+    for left, right, gt, _, kind in frames:
+        lt, rt = torch.from_numpy(left)[None, None], torch.from_numpy(right)[None, None]
+        with torch.no_grad():
+            d_t, conf = (t[0].numpy() for t in teacher.predict(lt, rt))
+            d_s = student(lt, rt)[0].numpy()
+        d_h, valid = sgbm_sparse_labels(left, right, num_disparities=cfg.num_disparities)
+        t_mask = ~valid & (conf > teacher.conf_threshold)
+        ev = _mask(cfg).numpy()
+        low, unl = ev & np.isin(kind, low_kinds), ev & ~valid
+        add = lambda k, v: acc.setdefault(k, []).append(float(v))  # noqa: E731
+        add("teacher_pixels", t_mask.mean())
+        if t_mask.any():
+            add("teacher_in_border", t_mask[:, : cfg.num_disparities].sum() / t_mask.sum())
+        if low.any():
+            add("teacher_covers_low", (t_mask & low).sum() / low.sum())
+            add("sgbm_valid_low", (valid & low).sum() / low.sum())
+            if (valid & low).any():
+                add("sgbm_bad1_low", bad_px(d_h, gt, 1.0, valid & low))
+        if unl.any():
+            add("teacher_bad1_unlabelled", bad_px(d_t, gt, 1.0, unl))
+            add("student_bad1_unlabelled", bad_px(d_s, gt, 1.0, unl))
+    return {k: float(np.mean(v)) for k, v in acc.items()}
 
 
 FULL: tuple[Mode, ...] = ("full",)
