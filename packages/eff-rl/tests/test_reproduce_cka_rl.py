@@ -25,3 +25,30 @@ def test_quick_reproduction_mechanics_hold_and_comparisons_are_measured():
     assert (
         result.table[0]["AUC T0"] == result.table[1]["AUC T0"] == result.table[2]["AUC T0"]
     )  # shared T0
+
+
+@pytest.mark.slow
+def test_steps_per_task_sweep_reports_the_gains_per_budget():
+    """Issue #26: the gains over fine-tuning are reported against the number of steps per task."""
+    from eff_rl.reproduce import cka_rl
+    from eff_shared.reproduce import Result
+
+    cfg = RunConfig(steps_per_task=1024, eval_episodes=2)
+    main = cka_rl._gains(cka_rl._train(cfg, [0], cka_rl.METHODS[:3], 2))
+    for a, b, gap in zip(main["ft_cka"], main["ft_finetune"], main["ft_gap"], strict=True):
+        assert gap == a - b
+    auc = main["mean_auc"]
+    assert main["auc_gap"] == [auc["cka_rl"][0] - auc["finetune"][0]]
+    result = Result("rl.cka_rl", "full", 0)
+    cka_rl._steps_section(result, cfg, [0], 2, main, sweep=(512, 1024))
+    series = result.series["gains_vs_steps_per_task"]
+    assert series["x"] == [512.0, 1024.0]
+    assert series["FT(CKA-RL) - FT(fine-tune)"][1] == main["ft_gap"][0]
+    sweep = cka_rl.steps_sweep([0], (512,), 2, cfg)[512]
+    assert series["mean AUC(CKA-RL) - mean AUC(fine-tune)"][0] == sweep["auc_gap"][0]
+    claims = [c for c in result.claims if c.kind == "paper"]
+    assert [c.text.split(":")[0] for c in claims] == ["512 steps per task"] * 2
+    assert claims[0].values == tuple(sweep["ft_gap"]) and claims[0].threshold == 0.1
+    assert claims[1].values == tuple(sweep["auc_gap"]) and claims[1].threshold == 0.03
+    assert all(c.modes == ("full",) for c in claims)
+    assert set(result.metrics["steps_sweep"]) == {"512", "1024"}

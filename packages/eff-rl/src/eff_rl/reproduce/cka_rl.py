@@ -11,14 +11,20 @@ vs fine-tuning, final performance (pool 3 and pool 2), each per seed on the same
 judged on the median over seeds 0-5 (six) in full mode; quick mode (one seed, 4k steps per task)
 prints them without judging them. Checks (mechanism and memory, any scale): the pool never holds
 more than pool_size vectors, its bytes, and its size per task.
+
+Full mode also sweeps the number of env steps per task (issue #26: the sign of the gains over
+fine-tuning depends on it): :func:`steps_sweep` reruns from scratch, fine-tune and CKA-RL (pool 3)
+at :data:`STEPS_SWEEP` steps per task on the same seeds (the 40k runs are the main ones) and the
+FT and AUC gains are reported per budget (table, series, paper claims per budget).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -28,7 +34,7 @@ import numpy as np
 from eff_rl.metrics import auc, forgetting, forward_transfer, success_curve
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["RunConfig", "run", "summarise"]
+__all__ = ["STEPS_SWEEP", "RunConfig", "run", "steps_sweep", "summarise"]
 
 SUCCESS_RETURN = 195.0
 BINS = 20
@@ -145,6 +151,70 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
 
 
+METHODS = [("scratch", 3), ("finetune", 3), ("cka_rl", 3), ("cka_rl", 2)]
+#: steps per task of the full-mode sweep (issue #26), besides the main runs' 40k
+STEPS_SWEEP = (10_000, 20_000)
+
+
+def _train(
+    cfg: RunConfig, seeds: list[int], methods: list[tuple[str, int]], workers: int
+) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """Every (method, pool size) on every seed, resumed from the seed's shared task-0 run;
+    ``{(method, pool): [summary per seed]}``."""
+    with tempfile.TemporaryDirectory() as tmp, _pool(workers) as ex:
+        ckpts = list(ex.map(_task0, [(cfg, s, str(Path(tmp) / f"seed{s}")) for s in seeds]))
+        jobs = [(cfg, m, s, p, c) for s, c in zip(seeds, ckpts, strict=True) for m, p in methods]
+        runs = list(ex.map(_job, jobs))
+    summ: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for (_, m, _, p, _), r in zip(jobs, runs, strict=True):
+        summ.setdefault((m, p), []).append(summarise(r, cfg.steps_per_task))
+    return summ
+
+
+def _ft(summ: dict[tuple[str, int], list[dict[str, Any]]], key: tuple[str, int]) -> list[float]:
+    """Mean FT over tasks 1..K-1 per seed, against from scratch on the same seed."""
+    out = []
+    for s_m, s_b in zip(summ[key], summ[("scratch", 3)], strict=True):
+        n_tasks = len(s_b["auc"])
+        vals = [forward_transfer(s_m["auc"][k], s_b["auc"][k]) for k in range(1, n_tasks)]
+        out.append(float(np.nanmean(vals)))
+    return out
+
+
+def _gains(summ: dict[tuple[str, int], list[dict[str, Any]]]) -> dict[str, list[float]]:
+    """Per seed: FT and mean-AUC gains of CKA-RL (pool 3) over fine-tuning, and their parts."""
+    cka, fine = ("cka_rl", 3), ("finetune", 3)
+    ft_cka, ft_fine = _ft(summ, cka), _ft(summ, fine)
+    return {
+        "ft_gap": [a - b for a, b in zip(ft_cka, ft_fine, strict=True)],
+        "auc_gap": [
+            a["mean_auc"] - b["mean_auc"] for a, b in zip(summ[cka], summ[fine], strict=True)
+        ],
+        "ft_cka": ft_cka,
+        "ft_finetune": ft_fine,
+        "mean_auc": {
+            m: [s["mean_auc"] for s in summ[(m, 3)]] for m in ("scratch", "finetune", "cka_rl")
+        },
+    }
+
+
+def steps_sweep(
+    seeds: list[int],
+    budgets: tuple[int, ...] = STEPS_SWEEP,
+    workers: int | None = None,
+    cfg: RunConfig | None = None,
+) -> dict[int, dict[str, Any]]:
+    """From scratch, fine-tune and CKA-RL (pool 3) at each number of env steps per task in
+    ``budgets`` (``cfg`` otherwise; default the full mode's), seeds ``seeds``: ``{steps:
+    _gains}`` — per seed the FT gap, the mean-AUC gap and their parts."""
+    cfg = cfg or RunConfig()
+    workers = workers or min(2, os.cpu_count() or 1)
+    out = {}
+    for b in budgets:
+        out[b] = _gains(_train(replace(cfg, steps_per_task=b), seeds, METHODS[:3], workers))
+    return out
+
+
 PAPER_TITLE = "Continual Knowledge Adaptation for Reinforcement Learning"
 HEADLINE = (
     "CKA-RL (task-specific knowledge vectors mixed by learned weights, merged beyond a pool size) "
@@ -171,24 +241,11 @@ def run(
     cfg = cfg or (RunConfig() if mode == "full" else RunConfig(steps_per_task=QUICK_STEPS))
     seeds = claim_seeds(mode, seed, quick=1, full=6)
     workers = workers or min(2, os.cpu_count() or 1)
-    methods = [("scratch", 3), ("finetune", 3), ("cka_rl", 3), ("cka_rl", 2)]
-    with tempfile.TemporaryDirectory() as tmp, _pool(workers) as ex:
-        ckpts = list(ex.map(_task0, [(cfg, s, str(Path(tmp) / f"seed{s}")) for s in seeds]))
-        jobs = [(cfg, m, s, p, c) for s, c in zip(seeds, ckpts, strict=True) for m, p in methods]
-        runs = list(ex.map(_job, jobs))
-    summ: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for (_, m, _, p, _), r in zip(jobs, runs, strict=True):
-        summ.setdefault((m, p), []).append(summarise(r, cfg.steps_per_task))
-
+    summ = _train(cfg, seeds, METHODS, workers)
     n_tasks = len(summ[("scratch", 3)][0]["auc"])
 
     def ft(key: tuple[str, int]) -> list[float]:
-        """Mean FT over tasks 1..K-1 per seed, against from scratch on the same seed."""
-        out = []
-        for s_m, s_b in zip(summ[key], summ[("scratch", 3)], strict=True):
-            vals = [forward_transfer(s_m["auc"][k], s_b["auc"][k]) for k in range(1, n_tasks)]
-            out.append(float(np.nanmean(vals)))
-        return out
+        return _ft(summ, key)
 
     def mean(key: tuple[str, int], field: str) -> float:
         return float(np.mean([s[field] for s in summ[key]]))
@@ -314,4 +371,77 @@ def run(
         f"fine-tune {'re-initialises' if cfg.finetune_reset_critic else 'carries over'} the critic at every task "
         "(official Finetune: load_critic=False); CKA-RL re-initialises it"
     )
+    if mode == "full":
+        _steps_section(result, cfg, seeds, workers, _gains(summ))
     return result
+
+
+#: expected verdicts of the per-budget claims, set by the first full run (seeds 0-5):
+#: (steps per task, "ft" | "auc") -> reason
+_STEPS_XFAIL: dict[tuple[int, str], str] = {}
+
+
+def _steps_section(
+    result: Result,
+    cfg: RunConfig,
+    seeds: list[int],
+    workers: int,
+    main: dict[str, Any],
+    sweep: tuple[int, ...] = STEPS_SWEEP,
+) -> None:
+    """The gains over fine-tuning against the number of env steps per task (issue #26): ``main``
+    (:func:`_gains` of the main runs at ``cfg.steps_per_task``) and a rerun at every other budget
+    in ``sweep``."""
+    budgets = tuple(b for b in sweep if b != cfg.steps_per_task)
+    t0 = time.perf_counter()
+    gains = {**steps_sweep(seeds, budgets, workers, cfg), cfg.steps_per_task: main}
+    cost = time.perf_counter() - t0
+    xs = sorted(gains)
+
+    def med(b: int, key: str) -> float:
+        return float(np.median(gains[b][key]))
+
+    result.add_series(
+        "gains_vs_steps_per_task",
+        {
+            "x": [float(b) for b in xs],
+            "FT(CKA-RL) - FT(fine-tune)": [med(b, "ft_gap") for b in xs],
+            "mean AUC(CKA-RL) - mean AUC(fine-tune)": [med(b, "auc_gap") for b in xs],
+        },
+        title=f"CKA-RL's gains over fine-tuning vs env steps per task (median over seeds {seeds})",
+        xlabel="env steps per task",
+        ylabel="gain over fine-tuning (FT; AUC fraction)",
+        yscale="linear",
+    )
+    kw: dict[str, Any] = {"seeds": seeds, "modes": ("full",), "paper": _PAPER}
+    for b in budgets:
+        for key, text, thr in (
+            ("ft", "FT(CKA-RL) - FT(fine-tune), forward transfer vs from scratch, mean over tasks 1-3", 0.1),
+            ("auc", "mean AUC(CKA-RL) - mean AUC(fine-tune), success AUC over the 4 tasks", 0.03),
+        ):  # fmt: skip
+            reason = _STEPS_XFAIL.get((b, key), "")
+            result.claims.append(
+                paper_claim(
+                    f"{b:,} steps per task: {text}",
+                    gains[b][f"{key}_gap"],
+                    thr,
+                    ">=",
+                    expected="xfail" if reason else "reproduces",
+                    reason=reason,
+                    **kw,
+                )
+            )
+    result.metrics["steps_sweep"] = {str(b): gains[b] for b in xs}
+    result.metrics["steps_sweep_s"] = cost
+    result.notes.append(
+        "Gains over fine-tuning against env steps per task (issue #26; from scratch, fine-tune and "
+        f"CKA-RL pool 3 rerun at {', '.join(f'{b // 1000}k' for b in budgets)} on seeds {seeds}; "
+        f"{cost / 60:.1f} min): median [min, max] FT gap / AUC gap per budget: "
+        + "; ".join(
+            f"{b // 1000}k {med(b, 'ft_gap'):+.3f} [{min(gains[b]['ft_gap']):+.2f}, "
+            f"{max(gains[b]['ft_gap']):+.2f}] / {med(b, 'auc_gap'):+.3f} "
+            f"[{min(gains[b]['auc_gap']):+.2f}, {max(gains[b]['auc_gap']):+.2f}]"
+            for b in xs
+        )
+        + ". The gains are reported per budget, not at one budget: their sign changes with it."
+    )
