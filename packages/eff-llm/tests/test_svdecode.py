@@ -331,3 +331,21 @@ def test_same_seed_same_result():
     cfg = SVDecodeRunConfig(seeds=(1,), warm_steps=(4,), pretrain_steps=40)
     a, b = experiment(cfg, 3), experiment(cfg, 3)
     assert a["rows"] == b["rows"]
+
+
+def test_public_splits_partition_the_shifted_addition_table():
+    from eff_llm.reproduce.svdecode import SVDecodeRunConfig, splits
+
+    cfg = SVDecodeRunConfig(modulus=7, shift=3, split=(0.6, 0.2, 0.2))
+    parts = splits(cfg, 4)
+    assert [len(ids) for ids, _ in parts] == [29, 10, 10]  # round(0.6·49), round(0.2·49), the rest
+    ids = torch.cat([p[0] for p in parts])
+    labels = torch.cat([p[1] for p in parts])
+    assert len({tuple(r) for r in ids.tolist()}) == 49  # a partition of the 7x7 table
+    a, b = ids[:, 0], ids[:, 2]  # prompts [a, +, b, SEP]
+    assert torch.equal(labels, (a + b + 3) % 7)
+    again = splits(cfg, 4)
+    assert all(torch.equal(x[0], y[0]) for x, y in zip(parts, again, strict=True))
+    assert not torch.equal(splits(cfg, 5)[0][0], parts[0][0])
+    with pytest.raises(TypeError, match="cfg"):
+        splits({"modulus": 7}, 0)

@@ -29,7 +29,7 @@ from eff_llm.svdecode import calibrate_mu, steering_vector, svdecode_logprobs, w
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Mode, Result, paper_claim
 
-__all__ = ["SVDecodeRunConfig", "experiment", "run"]
+__all__ = ["SVDecodeRunConfig", "experiment", "run", "splits"]
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,12 @@ def pretrained_base(cfg: SVDecodeRunConfig, seed: int):
     return model, last_token_accuracy(model, ids, labels)
 
 
-def _splits(cfg: SVDecodeRunConfig, seed: int):
+def splits(cfg: SVDecodeRunConfig, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The task's ``[(ids, labels)]`` for train, calibration and test: the addition table mod
+    ``cfg.modulus`` with labels shifted by ``cfg.shift`` (the fine-tuned task), cut by a seeded
+    permutation in the proportions ``cfg.split``. Same seed ⇒ same splits."""
+    if not isinstance(cfg, SVDecodeRunConfig):
+        raise TypeError(f"cfg must be an SVDecodeRunConfig, got {type(cfg).__name__}")
     ids, labels = addition_table(cfg.modulus)
     labels = (labels + cfg.shift) % cfg.modulus
     perm = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))
@@ -131,7 +136,7 @@ def experiment(cfg: SVDecodeRunConfig, seed_offset: int = 0) -> dict:
         seed = s + seed_offset
         theta, acc0 = pretrained_base(cfg, seed)
         base_acc.append(acc0)
-        (x_tr, y_tr), (x_cal, y_cal), (x_te, y_te) = _splits(cfg, seed)
+        (x_tr, y_tr), (x_cal, y_cal), (x_te, y_te) = splits(cfg, seed)
         for w in cfg.warm_steps:
             phi = warm_start(
                 theta, x_tr, y_tr, steps=w, lr=cfg.warm_lr, batch_size=cfg.batch_size, seed=seed
