@@ -431,3 +431,24 @@ def test_public_setup_and_federate_run_a_user_experiment():
         FedSVDRunConfig(clients=2, clients_per_round=3)
     with pytest.raises(ValueError, match="rounds"):
         FedSVDRunConfig(rounds=0)
+
+
+def test_cli_optimizer_option(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from eff_llm.cli import app
+
+    bad = CliRunner().invoke(app, ["fedsvd", "--optimizer", "lion"])
+    assert bad.exit_code != 0 and "optimizer must be one of" in bad.output
+    pytest.importorskip("opacus")  # the run calibrates σ with Opacus' accountant
+    outs = {}
+    for opt in ("sgd", "adam"):
+        path = tmp_path / f"{opt}.json"
+        res = CliRunner().invoke(app, ["fedsvd", "--rounds", "2", "--clients", "2",
+                                       "--optimizer", opt, "--json", str(path)])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        outs[opt] = json.loads(path.read_text())["results"][0]["table"]
+    assert outs["sgd"][0] == outs["adam"][0]  # the unadapted base row does not train
+    assert outs["sgd"][1:] != outs["adam"][1:]  # the optimizer reaches the clients

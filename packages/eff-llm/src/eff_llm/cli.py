@@ -209,6 +209,9 @@ def fedsvd_cmd(
         float, typer.Option("--alpha", help="Dirichlet concentration of the label split.")
     ] = 0.5,
     backend: Annotated[str, typer.Option("--backend", help="inprocess | flower")] = "inprocess",
+    optimizer: Annotated[
+        str, typer.Option("--optimizer", help="Clients' optimizer: sgd | adam | adamw.")
+    ] = "sgd",
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the result as JSON.")
     ] = None,
@@ -222,7 +225,7 @@ def fedsvd_cmd(
     from eff_llm.reproduce.fedsvd import run as run_fedsvd
 
     if backend == "flower":
-        _flower_fedsvd(seed, eps, rank, rounds, clients, alpha)
+        _flower_fedsvd(seed, eps, rank, rounds, clients, alpha, optimizer)
         return
     try:
         cfg = FedSVDRunConfig(
@@ -232,6 +235,7 @@ def fedsvd_cmd(
             clients=clients,
             dirichlet_alpha=alpha,
             clients_per_round=max(1, clients // 2),
+            optimizer=optimizer,
         )
         result = run_fedsvd("quick", seed, cfg)
     except ValueError as exc:
@@ -289,7 +293,7 @@ def _print_result(result, json_path: Path | None) -> None:
 
 
 def _flower_fedsvd(
-    seed: int, eps: float, rank: int, rounds: int, clients: int, alpha: float
+    seed: int, eps: float, rank: int, rounds: int, clients: int, alpha: float, optimizer: str
 ) -> None:
     """FedSVD on a Flower simulation (Ray backend), clients as simulated supernodes."""
     import numpy as np
@@ -301,9 +305,13 @@ def _flower_fedsvd(
     from eff_shared.federated import dirichlet_partition
     from eff_shared.federated.flower import make_client_app, make_server_app, run_simulation
 
-    cfg = FedSVDRunConfig(
-        rank=rank, epsilon=eps, rounds=rounds, clients=clients, dirichlet_alpha=alpha
-    )
+    try:
+        cfg = FedSVDRunConfig(
+            rank=rank, epsilon=eps, rounds=rounds, clients=clients, dirichlet_alpha=alpha,
+            optimizer=optimizer,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     task = make_lowrank_task(seed, n_train=cfg.n_train, shift=cfg.shift)
     parts = dirichlet_partition(task.y_train.numpy(), clients, alpha, seed, min_size=cfg.batch_size)
     q = cfg.batch_size / float(np.mean([len(p) for p in parts]))
@@ -319,6 +327,7 @@ def _flower_fedsvd(
         lr=cfg.lr,
         steps=cfg.local_steps,
         batch_size=cfg.batch_size,
+        optimizer=cfg.optimizer,
     )
     out = {}
     server = make_server_app(
