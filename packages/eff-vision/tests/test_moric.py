@@ -1,4 +1,5 @@
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from eff_vision.data import (
     smooth_label_map,
 )
 from eff_vision.moric import Bitstream, ChainCoder, MoRIC, MoRICDecodeError, RegionCodecConfig, iou
+from eff_vision.moric._fast import decode_laplace_zero_center, encode_laplace_array
 from eff_vision.moric.bitstream import Section, Tag
 from eff_vision.moric.chain import _encode_paths, label_edges
 from eff_vision.moric.codec import _arm_exact, decode_macs_per_pixel
@@ -326,3 +328,113 @@ def test_quick_reproduction_claims_hold():
     jpeg, webp = [c for c in result.claims if c.kind == "paper"]
     assert jpeg.modes == webp.modes == ("full",)  # 150 iterations: judged in full mode
     assert webp.headline and webp.expected == "xfail" and webp.reason and webp.paper
+
+
+# --- compiled range coder and latent decoder (issue #25) against the reference ---------------
+
+DATA = Path(__file__).parent / "data"
+# streams written by the pure-Python coder before the compiled loops existed, and the CRC-32 of
+# the images they decoded to then
+OLD_STREAMS = {
+    "chelsea64_2reg": (("chelsea", 64, 2, None), RegionCodecConfig(levels=3, iters=60, seed=5, lam=0.001), 1014671510),
+    "coffee96_single": (("coffee", 96, 3, 1), RegionCodecConfig(levels=4, iters=60, seed=3, lam=0.005), 3404123912),
+}  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    prefix=st.lists(st.integers(0, 255), max_size=40),
+    vals=st.lists(st.integers(-3000, 3000) | st.integers(-2, 2), min_size=1, max_size=400),
+    seed=st.integers(0, 2**31),
+)
+def test_compiled_range_coder_is_byte_identical(prefix, vals, seed):
+    rng = np.random.default_rng(seed)
+    v = np.array(vals, np.int64)
+    centers = rng.integers(-5, 6, v.size)
+    scales, fracs = rng.integers(0, 64, v.size), rng.integers(0, 8, v.size)
+    streams = []
+    for fast in (False, True):
+        enc = RangeEncoder()
+        for b in prefix:  # bytes already written (the compiled loop's carry must reach them)
+            enc.encode_bits(b, 8)
+        if fast:
+            encode_laplace_array(enc, v, centers, scales, fracs)
+        else:
+            for a, c, s, f in zip(
+                v.tolist(), centers.tolist(), scales.tolist(), fracs.tolist(), strict=True
+            ):
+                encode_laplace(enc, a, c, s, f)
+        enc.encode_bits(5, 3)
+        streams.append(enc.finish())
+    assert streams[0] == streams[1]
+    # zero-centred decoding (the parameter tensors) against the reference loop
+    enc = RangeEncoder()
+    encode_laplace_array(enc, v, 0, int(scales[0]), 0)
+    data = enc.finish()
+    dec = RangeDecoder(data)
+    assert np.array_equal(decode_laplace_zero_center(dec, int(scales[0]), v.size), v)
+    assert dec.exhausted()
+    # a truncated payload: the same error as the reference (the kernel hands over to it)
+    with pytest.raises(RangeDecodeError, match="truncated"):
+        decode_laplace_zero_center(RangeDecoder(data[:-1]), int(scales[0]), v.size)
+
+
+def test_compiled_latent_decoder_equals_the_reference_path():
+    """Random integer ARM weights and latents (Laplace tails and escapes included) on a region's
+    footprint: the compiled encoder writes the reference's bytes, the compiled decoder (exact ARM
+    per latent) returns the reference's latents, and both fail alike on a truncated payload."""
+    from eff_vision.moric.codec import (
+        _decode_latents,
+        _grid_shape,
+        _latent_payload,
+        _make_region,
+        arm_offsets,
+    )
+
+    rng = np.random.default_rng(3)
+    h, w, levels = 37, 45, 4
+    mask = smooth_label_map((h, w), 2, seed=4) == 1
+    region = _make_region(1, mask, levels, 2)
+    offsets = arm_offsets(12)
+    shapes = [_grid_shape(h, w, lv) for lv in range(levels)]
+    for k in (6, 9):
+        ints = [rng.integers(-400, 400, (16, 12)), rng.integers(-400, 400, 16),
+                rng.integers(-400, 400, (16, 16)), rng.integers(-400, 400, 16),
+                rng.integers(-400, 400, (2, 16)), rng.integers(-400, 400, 2)]  # fmt: skip
+        lat = [
+            np.round(rng.laplace(0, 1.5 * (lv + 1), sh)).astype(np.int64) * region.footprints[lv]
+            for lv, sh in enumerate(shapes)
+        ]
+        ys, xs = np.nonzero(region.footprints[0])
+        lat[0][ys[:3], xs[:3]] = [90, -120, 4000]  # escapes
+        ref = _latent_payload(region, lat, ints, k, offsets, reference=True)
+        assert _latent_payload(region, lat, ints, k, offsets) == ref
+        for got in (
+            _decode_latents(ref, region, shapes, ints, k, offsets, "L"),
+            _decode_latents(ref, region, shapes, ints, k, offsets, "L", reference=True),
+        ):
+            assert all(np.array_equal(a, b) for a, b in zip(got, lat, strict=True))
+        errors = []
+        for reference in (False, True):
+            with pytest.raises((RangeDecodeError, MoRICDecodeError)) as exc:
+                _decode_latents(ref[:-3], region, shapes, ints, k, offsets, "L", reference)
+            errors.append((exc.type, str(exc.value)))
+        assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("name", sorted(OLD_STREAMS))
+def test_stored_streams_decode_as_before(name):
+    data = (DATA / f"moric_{name}.bin").read_bytes()
+    crc = OLD_STREAMS[name][2]
+    for reference in (False, True):
+        assert zlib.crc32(MoRIC.decode(data, reference=reference).tobytes()) == crc
+    with pytest.raises(TypeError, match="reference"):
+        MoRIC.decode(data, reference=1)
+
+
+def test_encoder_writes_the_stored_stream_again():
+    (image, side, n, only), cfg, _ = OLD_STREAMS["coffee96_single"]
+    img = sample_image(image, max_side=side)
+    labels = smooth_label_map(img.shape[:2], n, seed=0)
+    bs = MoRIC(cfg).encode(img, labels, only=only)
+    assert bs.to_bytes() == (DATA / "moric_coffee96_single.bin").read_bytes()

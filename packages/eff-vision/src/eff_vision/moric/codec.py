@@ -53,6 +53,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from eff_shared.progress import track
+from eff_vision.moric._fast import (
+    decode_laplace_zero_center,
+    decode_latent_level,
+    encode_laplace_array,
+)
 from eff_vision.moric.bitstream import (
     Bitstream,
     MoRICDecodeError,
@@ -332,27 +337,34 @@ def _quantise(t: Tensor, k: int) -> np.ndarray:
     return np.rint(t.detach().to(torch.float64).numpy() * (1 << k)).astype(np.int64)
 
 
-def _encode_ints(enc: RangeEncoder, values: np.ndarray) -> None:
+def _encode_ints(enc: RangeEncoder, values: np.ndarray, reference: bool = False) -> None:
     flat = values.ravel()
     b = max(float(np.abs(flat).mean()) if flat.size else 0.0, B_MIN)
     scale = laplace_scale_index(math.log(min(b, B_MAX)))
     enc.encode_bits(scale, 6)
+    if not reference:
+        encode_laplace_array(enc, flat, 0, scale, 0)
+        return
     for v in flat.tolist():
         encode_laplace(enc, int(v), 0, scale, 0)
 
 
-def _decode_ints(dec: RangeDecoder, shape: tuple[int, ...]) -> np.ndarray:
+def _decode_ints(dec: RangeDecoder, shape: tuple[int, ...], reference: bool = False) -> np.ndarray:
     scale = dec.decode_bits(6)
     n = int(np.prod(shape))
+    if not reference:
+        return decode_laplace_zero_center(dec, scale, n).reshape(shape)
     return np.array([decode_laplace(dec, 0, scale, 0) for _ in range(n)], np.int64).reshape(shape)
 
 
-def _encode_module(module: nn.Module, k: int) -> tuple[bytes, list[np.ndarray]]:
+def _encode_module(
+    module: nn.Module, k: int, reference: bool = False
+) -> tuple[bytes, list[np.ndarray]]:
     enc = RangeEncoder()
     ints = []
     for _, p in _ordered_params(module):
         q = _quantise(p, k)
-        _encode_ints(enc, q)
+        _encode_ints(enc, q, reference)
         ints.append(q)
     return enc.finish(), ints
 
@@ -363,8 +375,10 @@ def _load_ints(module: nn.Module, ints: list[np.ndarray], k: int) -> None:
             p.copy_(torch.from_numpy(q.astype(np.float64) / (1 << k)).to(p.dtype))
 
 
-def _decode_module(dec: RangeDecoder, module: nn.Module) -> list[np.ndarray]:
-    return [_decode_ints(dec, tuple(p.shape)) for _, p in _ordered_params(module)]
+def _decode_module(
+    dec: RangeDecoder, module: nn.Module, reference: bool = False
+) -> list[np.ndarray]:
+    return [_decode_ints(dec, tuple(p.shape), reference) for _, p in _ordered_params(module)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -573,7 +587,9 @@ def _wavefront_order(ys: np.ndarray, xs: np.ndarray, offsets) -> tuple[np.ndarra
     return order, t[order]
 
 
-def _latent_payload(region: _Region, lat: list[np.ndarray], arm_ints, k: int, offsets) -> bytes:
+def _latent_payload(
+    region: _Region, lat: list[np.ndarray], arm_ints, k: int, offsets, reference: bool = False
+) -> bytes:
     layers = [(arm_ints[2 * j], arm_ints[2 * j + 1]) for j in range(3)]
     enc = RangeEncoder()
     for level in reversed(range(len(lat))):
@@ -585,6 +601,9 @@ def _latent_payload(region: _Region, lat: list[np.ndarray], arm_ints, k: int, of
         grid = np.pad(lat[level], _PAD)
         center, frac, scale = _arm_exact(_contexts(grid, ys, xs, offsets), layers, k)
         vals = lat[level][ys, xs]
+        if not reference:  # the compiled loop (byte-identical)
+            encode_laplace_array(enc, vals, center, scale, frac)
+            continue
         for v, c, f, sc in zip(
             vals.tolist(), center.tolist(), frac.tolist(), scale.tolist(), strict=True
         ):
@@ -593,10 +612,13 @@ def _latent_payload(region: _Region, lat: list[np.ndarray], arm_ints, k: int, of
 
 
 def _decode_latents(
-    payload: bytes, region: _Region, shapes, arm_ints, k: int, offsets, name: str
-) -> list[np.ndarray]:
-    """Sequential range decoding in wavefront order; the ARM runs once per wavefront (batched,
-    exact, so it equals the encoder's vectorised evaluation)."""
+    payload: bytes, region: _Region, shapes, arm_ints, k: int, offsets, name: str,
+    reference: bool = False,
+) -> list[np.ndarray]:  # fmt: skip
+    """Sequential range decoding in wavefront order. Reference path: the ARM runs once per
+    wavefront (batched, exact, so it equals the encoder's vectorised evaluation); default: one
+    compiled loop per level (exact ARM per latent, the same symbols), which hands any stream it
+    cannot finish cleanly (malformed) back to the reference path, so the errors are the same."""
     layers = [(arm_ints[2 * j], arm_ints[2 * j + 1]) for j in range(3)]
     dec = RangeDecoder(payload)
     lat = [np.zeros(sh, np.int64) for sh in shapes]
@@ -607,6 +629,11 @@ def _decode_latents(
             continue
         order, waves = _wavefront_order(ys, xs, offsets)
         ys, xs = ys[order], xs[order]
+        if not reference:
+            if not decode_latent_level(dec, grid, ys, xs, offsets, layers, k, _PAD):
+                return _decode_latents(payload, region, shapes, arm_ints, k, offsets, name, True)
+            lat[level] = grid[_PAD:-_PAD, _PAD:-_PAD].copy()
+            continue
         bounds = np.flatnonzero(np.diff(waves)) + 1
         for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, ys.size], strict=True):
             wy, wx = ys[lo:hi], xs[lo:hi]
@@ -807,15 +834,20 @@ class MoRIC:
     # -- decoder ---------------------------------------------------------------------------------
 
     @staticmethod
-    def decode(data: bytes | Bitstream) -> np.ndarray:
-        """The decoded uint8 H×W×3 image (``MoRICDecodeError`` for any malformed stream)."""
+    def decode(data: bytes | Bitstream, reference: bool = False) -> np.ndarray:
+        """The decoded uint8 H×W×3 image (``MoRICDecodeError`` for any malformed stream).
+
+        ``reference=True`` runs the pure-Python range decoder and the per-wavefront numpy ARM
+        instead of the compiled loops (the same image bit for bit; kept for tests and benches)."""
+        if not isinstance(reference, bool):
+            raise TypeError(f"reference must be a bool, got {reference!r}")
         bs = data if isinstance(data, Bitstream) else Bitstream.from_bytes(data)
         if bs.kind != 1:
             raise MoRICDecodeError("header: this is a contour stream, not an image stream")
-        return _synthesize(_parse_image_stream(bs))
+        return _synthesize(_parse_image_stream(bs, reference))
 
 
-def _parse_image_stream(bs: Bitstream) -> _Coded:
+def _parse_image_stream(bs: Bitstream, reference: bool = False) -> _Coded:
     h, w = bs.height, bs.width
     single = bool(bs.flags & FLAG_SINGLE)
     if bs.flags & ~(FLAG_SINGLE | FLAG_MODULATOR):
@@ -846,9 +878,9 @@ def _parse_image_stream(bs: Bitstream) -> _Coded:
             if pos + arm_len > len(s.payload):
                 raise MoRICDecodeError(f"{name}: truncated ARM parameters")
             arm, net = _ARM(ctx, hidden), _Synthesis(levels, width)
-            arm_ints = _decode_module(RangeDecoder(s.payload[pos : pos + arm_len]), arm)
+            arm_ints = _decode_module(RangeDecoder(s.payload[pos : pos + arm_len]), arm, reference)
             dec = RangeDecoder(s.payload[pos + arm_len :])
-            syn_ints = _decode_module(dec, net)
+            syn_ints = _decode_module(dec, net, reference)
             if not dec.exhausted():
                 raise MoRICDecodeError(f"{name}: payload has unread bytes")
             _load_ints(net, syn_ints, k_syn)
@@ -866,7 +898,14 @@ def _parse_image_stream(bs: Bitstream) -> _Coded:
         try:
             shapes = [_grid_shape(h, w, lv) for lv in range(levels)]
             lat = _decode_latents(
-                lat_sec.payload, region, shapes, arm_ints, k_arm, arm_offsets(ctx), lat_sec.name
+                lat_sec.payload,
+                region,
+                shapes,
+                arm_ints,
+                k_arm,
+                arm_offsets(ctx),
+                lat_sec.name,
+                reference,
             )
         except MoRICDecodeError:
             raise
@@ -891,7 +930,7 @@ def _parse_image_stream(bs: Bitstream) -> _Coded:
                 )
             modulator = _Modulator(n_in, width, levels)
             dec = RangeDecoder(s.payload[pos:])
-            _load_ints(modulator, _decode_module(dec, modulator), k)
+            _load_ints(modulator, _decode_module(dec, modulator, reference), k)
             if not dec.exhausted():
                 raise MoRICDecodeError("MODULATOR: payload has unread bytes")
         except MoRICDecodeError:
