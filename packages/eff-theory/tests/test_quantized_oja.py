@@ -107,6 +107,83 @@ def test_quantizers_are_bit_reproducible():
         assert not np.array_equal(q.quantize(x, rng=7), q.quantize(x, rng=8))
 
 
+# speed (#25): the buffered kernels (``quantize``) against the reference kernels, bit for bit
+FAST_QUANTIZERS = [
+    *QUANTIZERS,
+    LinearQuantizer(8, delta=0.3),  # not a power of two
+    LogQuantizer(6, zeta=1.3, delta0=0.01),  # q_i + gap_i != q_{i+1}: the multiply-and-add branch
+]
+
+
+def _hard_inputs(q, size):
+    """Normal draws at three scales, exact grid points, midpoints, the range, beyond it, ±0, ±inf."""
+    gen = np.random.default_rng(5)
+    grid = q.grid()
+    hi = q.range[1]
+    special = np.concatenate(
+        [grid, (grid[1:] + grid[:-1]) / 2, np.nextafter(grid, np.inf), [0.0, -0.0, np.inf, -np.inf]]
+    )
+    special = np.concatenate([special, 3 * hi * np.array([1, -1]), hi * np.array([1, -1])])
+    x = np.concatenate(
+        [gen.standard_normal(size) * s for s in (1e-3 * hi, 0.1 * hi, 0.7 * hi)] + [special]
+    )
+    return gen.permutation(x)
+
+
+@pytest.mark.parametrize("q", FAST_QUANTIZERS, ids=repr)
+@pytest.mark.parametrize("size", [100, 3000, 40_000])  # small (reference), one and several blocks
+def test_buffered_kernel_is_bit_identical_to_the_reference(q, size):
+    x = _hard_inputs(q, size)
+    g_fast, g_ref = np.random.default_rng(11), np.random.default_rng(11)
+    fast, ref = q.quantize(x, g_fast), q._quantize_reference(x, g_ref)
+    assert fast.dtype == ref.dtype == np.float64
+    np.testing.assert_array_equal(fast, ref)
+    assert np.array_equal(np.signbit(fast), np.signbit(ref))  # -0.0 stays -0.0
+    assert g_fast.random() == g_ref.random()  # the same number of uniforms was drawn
+    if isinstance(q, LogQuantizer):
+        assert q._next_exact == (repr(q) != "LogQuantizer(bits=6, zeta=1.3, delta0=0.01)")
+
+
+def _reference_step(original):
+    def step(u, Xb, eta, q, gen, accumulate, on_zero):
+        q = getattr(getattr(q, "__self__", None), "_quantize_reference", q)
+        return original(u, Xb, eta, q, gen, accumulate, on_zero, fused=False)
+
+    return step
+
+
+@pytest.mark.parametrize("q", [LinearQuantizer(8), LogQuantizer(8, dim=100)], ids=repr)
+@pytest.mark.parametrize("accumulate", ["update", "sum"])
+def test_fused_batched_oja_is_bit_identical_to_the_reference(q, accumulate, monkeypatch):
+    import eff_theory.quantized_oja as qo
+
+    # 3 runs x 350 samples x 100 features per batch: above _FUSE_MIN, chunks of 327 rows = 1 + partial
+    assert qo._FUSE_MIN < 3 * 350 * 100
+    X = spiked_covariance_stream(2100, 100, n_trials=3, rng=4).X
+    kw = dict(n_batches=6, learning_rate=0.3, quantizer=q, rng=9, accumulate=accumulate)
+    calls = []
+    fused = qo._fused_quantized_mean
+    monkeypatch.setattr(qo, "_fused_quantized_mean", lambda *a: calls.append(1) or fused(*a))
+    fast = quantized_oja(X, **kw)
+    assert len(calls) == 6  # the fused path ran on every batch
+    monkeypatch.setattr(qo, "_oja_step", _reference_step(qo._oja_step))
+    ref = quantized_oja(X, **kw)
+    np.testing.assert_array_equal(fast, ref)
+
+
+def test_fused_mean_matches_the_whole_array_mean_with_ragged_chunks(monkeypatch):
+    import eff_theory.quantized_oja as qo
+
+    monkeypatch.setattr(qo, "_BLOCK", 7 * 13)  # 7 rows per chunk, B = 23: 3 full chunks + 2 rows
+    gen = np.random.default_rng(2)
+    Xb, w = gen.standard_normal((2, 23, 13)), gen.standard_normal((2, 13))
+    proj = np.einsum("rbd,rd->rb", Xb, w)
+    for q in (LinearQuantizer(6), LogQuantizer(6, dim=13)):
+        got = qo._fused_quantized_mean(Xb, proj, q, np.random.default_rng(3))
+        want = q._quantize_reference(Xb * proj[..., None], np.random.default_rng(3)).mean(axis=1)
+        np.testing.assert_array_equal(got, want)
+
+
 # --- Oja --------------------------------------------------------------------------------------
 
 

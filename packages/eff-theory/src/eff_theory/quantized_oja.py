@@ -68,6 +68,7 @@ def _round_between(
     return np.where(up, upper, lower)
 
 
+_SMALL = 1 << 13  # up to here (64 KiB temporaries) quantize runs the reference kernel itself
 _BLOCK = 1 << 15  # elements per pass: temporaries stay in cache instead of fresh mmap'ed pages
 
 
@@ -83,6 +84,24 @@ def _blockwise(kernel: Any, x: Any, rng: RngLike) -> np.ndarray:
     out = np.empty_like(flat)
     for start in range(0, flat.size, _BLOCK):
         out[start : start + _BLOCK] = kernel(flat[start : start + _BLOCK], gen)
+    return out.reshape(x.shape)
+
+
+def _blockwise_into(quantizer: Any, x: Any, rng: RngLike) -> np.ndarray:
+    """``_blockwise(quantizer._quantize_block, x, rng)`` with ``quantizer._quantize_into``: the
+    same operations into buffers reused across blocks (issue #25: a fresh 256 KiB temporary per
+    operation cost more than the arithmetic). Same draws, same bits."""
+    gen = np.random.default_rng(rng)
+    x = np.asarray(x, dtype=np.float64)
+    flat = x.reshape(-1)
+    if flat.size <= _SMALL:  # small temporaries come from the heap: the reference is as fast
+        return quantizer._quantize_block(flat, gen).reshape(x.shape)
+    out = np.empty_like(flat)
+    work = _Workspace(min(flat.size, _BLOCK))
+    for start in range(0, flat.size, _BLOCK):
+        block = flat[start : start + _BLOCK]
+        ws = work if block.size == work.x.size else work.view(block.size)
+        quantizer._quantize_into(block, gen, out[start : start + _BLOCK], ws)
     return out.reshape(x.shape)
 
 
@@ -136,6 +155,10 @@ class LinearQuantizer:
         return self.delta * np.arange(self._kmin, self._kmax + 1, dtype=np.float64)
 
     def quantize(self, x: Any, rng: RngLike = None) -> np.ndarray:
+        return _blockwise_into(self, x, rng)
+
+    def _quantize_reference(self, x: Any, rng: RngLike = None) -> np.ndarray:
+        # the reference kernel ``quantize`` must match bit for bit (tests)
         return _blockwise(self._quantize_block, x, rng)
 
     def _quantize_block(self, x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
@@ -146,6 +169,18 @@ class LinearQuantizer:
         low += gen.random(k.shape) < k
         low *= self.delta
         return low
+
+    def _quantize_into(
+        self, x: np.ndarray, gen: np.random.Generator, out: np.ndarray, ws: Any
+    ) -> None:
+        # _quantize_block's arithmetic, op for op, into preallocated buffers (same draws, same bits)
+        k = np.divide(x, self.delta, out=ws.f1)
+        np.clip(k, self._kmin, self._kmax, out=k)
+        np.floor(k, out=out)
+        k -= out
+        up = np.less(gen.random(out=ws.f2), k, out=ws.mask)
+        out += up
+        out *= self.delta
 
 
 def _log_grid_feasible(bits: int, zeta: float, delta0: float) -> bool:
@@ -218,6 +253,7 @@ class LogQuantizer:
         if not np.all(np.isfinite(self._q)):
             raise ValueError("zeta/delta0 make the grid overflow float64")
         self._gap = np.diff(self._q)
+        self._next_exact = bool(np.array_equal(self._q[:-1] + self._gap, self._q[1:]))
         self._inv_gap = 1.0 / self._gap
         self._scale = self.zeta / self.delta0
         self._inv_log_step = 1.0 / math.log1p(self.zeta)
@@ -238,6 +274,10 @@ class LogQuantizer:
         return np.concatenate([-self._q[:0:-1], self._q])
 
     def quantize(self, x: Any, rng: RngLike = None) -> np.ndarray:
+        return _blockwise_into(self, x, rng)
+
+    def _quantize_reference(self, x: Any, rng: RngLike = None) -> np.ndarray:
+        # the reference kernel ``quantize`` must match bit for bit (tests)
         return _blockwise(self._quantize_block, x, rng)
 
     def _quantize_block(self, x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
@@ -261,6 +301,34 @@ class LogQuantizer:
         step *= gen.random(p.shape) < p
         out += step
         return np.copysign(out, x, out=out)
+
+    def _quantize_into(
+        self, x: np.ndarray, gen: np.random.Generator, out: np.ndarray, ws: Any
+    ) -> None:
+        # _quantize_block's arithmetic, op for op, into preallocated buffers (same draws, same bits)
+        a = np.abs(x, out=ws.f1)
+        np.minimum(a, self._q[-1], out=a)
+        t = np.multiply(a, self._scale, out=ws.f2)
+        np.log1p(t, out=t)
+        t *= self._inv_log_step
+        i = ws.idx
+        np.copyto(i, t, casting="unsafe")  # truncation = floor, as t >= 0
+        # mode="clip" is min(i, N − 1) (the tables below have N entries), and unlike "raise" it
+        # does not buffer the output
+        np.take(self._q[:-1], i, out=out, mode="clip")
+        p = a
+        p -= out
+        p *= np.take(self._inv_gap, i, out=t, mode="clip")
+        up = np.less(gen.random(out=t), p, out=ws.mask)
+        if self._next_exact:  # q_i + gap_i is q_{i+1} on this grid: look the result up directly
+            np.minimum(i, self.n_levels - 1, out=i)
+            i += up
+            np.take(self._q, i, out=out, mode="clip")
+        else:
+            step = np.take(self._gap, i, out=ws.f3, mode="clip")
+            step *= up  # (a masked add, where=up, is several times slower)
+            out += step
+        np.copysign(out, x, out=out)
 
 
 def quantization_lower_bound(
@@ -367,11 +435,20 @@ def _oja_step(
     gen: np.random.Generator,
     accumulate: str,
     on_zero: str,
+    fused: bool = True,
 ) -> tuple[np.ndarray, int]:
-    """One batched quantized Oja step on u (R, d) with the batch Xb (R, B, d); returns (u, #zero)."""
+    """One batched quantized Oja step on u (R, d) with the batch Xb (R, B, d); returns (u, #zero).
+
+    ``fused=False`` is the reference for ḡ: the (R, B, d) array of per-sample updates quantized
+    whole, then averaged; the fused path gives the same bits (see ``_fused_quantized_mean``)."""
     w = q(u, gen)  # ξ1: the normalised iterate on the grid
     proj = np.einsum("rbd,rd->rb", Xb, w)
-    gbar = q(Xb * proj[..., None], gen).mean(axis=1)  # ξa: each per-sample update, then the mean
+    # ξa: each per-sample update, then the mean
+    # (only for this module's own quantizers: a subclass may override _quantize_block)
+    if fused and Xb.size > _FUSE_MIN and type(getattr(q, "__self__", None)) in _FUSABLE:
+        gbar = _fused_quantized_mean(Xb, proj, q.__self__, gen)
+    else:
+        gbar = q(Xb * proj[..., None], gen).mean(axis=1)
     # ξ2: the averaged step ("update") or the whole sum ("sum") on the grid
     ut = w + q(eta * gbar, gen) if accumulate == "update" else q(w + eta * gbar, gen)
     norm = np.linalg.norm(ut, axis=-1)
@@ -384,6 +461,58 @@ def _oja_step(
             )
         ut[zero], norm[zero] = u[zero], np.linalg.norm(u[zero], axis=-1)
     return ut / norm[:, None], int(zero.sum())
+
+
+_FUSABLE = (LinearQuantizer, LogQuantizer)
+_FUSE_MIN = 1 << 16  # below this many elements per batch the whole-array reference is as fast
+
+
+class _Workspace:
+    """Buffers of one chunk for ``_quantize_into`` (floats, cell indices, the rounding mask)."""
+
+    def __init__(self, size: int) -> None:
+        self.x, self.f1, self.f2, self.f3 = (np.empty(size) for _ in range(4))
+        self.idx = np.empty(size, dtype=np.intp)
+        self.mask = np.empty(size, dtype=bool)
+
+    def view(self, size: int) -> _Workspace:
+        ws = object.__new__(_Workspace)
+        for name in ("x", "f1", "f2", "f3", "idx", "mask"):
+            setattr(ws, name, getattr(self, name)[:size])
+        return ws
+
+
+def _fused_quantized_mean(
+    Xb: np.ndarray, proj: np.ndarray, quantizer: Any, gen: np.random.Generator
+) -> np.ndarray:
+    """mean_j Q(X_j X_jᵀw) over the batch, bit-identical to ``q(Xb * proj[..., None]).mean(axis=1)``.
+
+    Speed (issue #25): the reference materialises and re-reads the (R, B, d) per-sample updates;
+    here chunks of rows are formed, rounded and summed while in cache. Identical because (1) the
+    uniforms are drawn in the same flat (r, j, k) order, one per element, and PCG64 doubles do not
+    depend on how the draws are split; (2) each element gets the same operations; (3) numpy sums a
+    non-contiguous axis sequentially (out += row, in order), which is kept by prepending the
+    running sum as row 0 of every chunk; (4) the mean is that sum divided by B.
+    """
+    R, B, d = Xb.shape
+    rows = max(1, _BLOCK // d)
+    buf = np.empty((min(rows, B) + 1, d))
+    work = _Workspace(min(rows, B) * d)
+    gbar = np.empty((R, d))
+    for r in range(R):
+        for j0 in range(0, B, rows):
+            j1 = min(j0 + rows, B)
+            m = (j1 - j0) * d
+            ws = work if m == work.f1.size else work.view(m)
+            prod = np.multiply(Xb[r, j0:j1], proj[r, j0:j1, None], out=ws.x.reshape(-1, d))
+            quantizer._quantize_into(prod.reshape(-1), gen, buf[1 : j1 - j0 + 1].reshape(-1), ws)
+            if j0 == 0:
+                np.add.reduce(buf[1 : j1 - j0 + 1], axis=0, out=gbar[r])
+            else:
+                buf[0] = gbar[r]
+                np.add.reduce(buf[: j1 - j0 + 1], axis=0, out=gbar[r])
+    gbar /= B
+    return gbar
 
 
 def _run_oja(
