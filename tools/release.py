@@ -171,7 +171,9 @@ def extra_test_paths(pkg: str, extras: list[str]) -> list[str]:
     paths = [p for e in extras for p in table.get(e, [])]
     for path in paths:
         if not (PACKAGES[pkg] / path).exists():
-            raise SystemExit(f"release: {pkg}: [tool.eff.ci.extra-tests] names a missing path {path}")
+            raise SystemExit(
+                f"release: {pkg}: [tool.eff.ci.extra-tests] names a missing path {path}"
+            )
     return paths or ["tests"]
 
 
