@@ -504,6 +504,44 @@ def test_reproduction_scene_is_a_setting_and_part_of_the_cache_key():
         RobIAReproConfig(**base, scene="stripes")
 
 
+def test_low_texture_section_bookkeeping():
+    """Full mode's low-texture section (issue #26): one teacher ablation per seed on the
+    low-texture scene; the claim holds the flat/striped differences of those runs, per seed."""
+    import math
+
+    from eff_shared.reproduce import Result
+    from eff_vision.reproduce import robia as rr
+
+    cfg = rr.RobIAReproConfig(height=32, width=64, max_disp=16, n_source=8, source_steps=2,
+                              expert_steps=2, cycles=1, pairs_per_domain=2, n_clean=1,
+                              domains=("noise", "fog"), num_disparities=16)  # fmt: skip
+    seeds = [0, 1]
+    section = rr.low_texture_section(cfg, seeds)
+    assert sorted(section) == seeds
+    low_cfg = rr.low_texture_config(cfg)
+    assert dict(low_cfg.scene.texture) == rr.LOW_TEXTURE and cfg.scene.texture == "noise"
+    for s in seeds:  # each seed's numbers are the ablation of the low-texture config
+        again = rr.teacher_ablation(low_cfg, s)
+        assert again["bad1_low_texture"] == section[s]["bad1_low_texture"]
+        lo = section[s]["bad1_low_texture"]
+        assert section[s]["minus_no_teacher_low"] == lo["RobIA"] - lo["RobIA w/o teacher"]
+        assert all(math.isfinite(v) and 0 <= v <= 100 for v in lo.values())
+    assert section[0]["bad1"] != section[1]["bad1"]  # the seeds are different runs
+    result = Result(name="vision.robia", mode="full", seed=0)
+    rr._low_texture_claims(result, section, seeds)
+    (claim,) = result.claims
+    assert claim.kind == "paper" and claim.modes == ("full",) and claim.op == "<="
+    assert claim.threshold == 0.0 and claim.seeds == (0, 1)
+    assert claim.values == tuple(section[s]["minus_no_teacher_low"] for s in seeds)
+    assert (claim.expected == "xfail") == bool(rr.LOW_TEXTURE_REASON)
+    meta = result.metrics["low_texture"]
+    assert meta["seeds"] == seeds and set(meta["per_seed"]) == {"0", "1"}
+    note = result.notes[-1]
+    for s in seeds:  # the whole-image difference is printed beside the claimed one
+        assert f"{section[s]['minus_no_teacher']:+.2f}" in note
+        assert f"{section[s]['minus_no_teacher_low']:+.2f}" in note
+
+
 @pytest.mark.slow
 def test_quick_reproduction_claims_hold():
     """Quick mode is a smoke run: every check holds; the paper claims (RobIA vs no adaptation,

@@ -19,6 +19,11 @@ held-out source scenes), not on the stream.
 
 The thresholds are the spec's reconstructed "(a)" values, **not validated end to end**; where
 one is not met, the measured numbers are reported (no tuning).
+
+Low-texture scenes (issue #26; full mode, :func:`low_texture_section`): 30 % of the surfaces flat
+or striped (:data:`LOW_TEXTURE`, source data included), where SGBM has no texture to match and the
+teacher is meant to fill in; RobIA with and without its teacher on seeds seed..seed+4, the
+paper claim judged on bad-1 over the flat/striped pixels, the whole-image bad-1 printed.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ __all__ = [
     "RobIAReproConfig",
     "experiment",
     "low_texture_config",
+    "low_texture_section",
     "mechanics",
     "run",
     "source_models",
@@ -410,7 +416,60 @@ def teacher_coverage(cfg: RobIAReproConfig, seed: int) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
 
+def low_texture_section(cfg: RobIAReproConfig, seeds: list[int]) -> dict[int, dict[str, Any]]:
+    """:func:`teacher_ablation` on :func:`low_texture_config` of ``cfg`` at each seed (each
+    seed's source models are trained on the low-texture scene), with its wall seconds."""
+    low = low_texture_config(cfg)
+    out = {}
+    for s in seeds:
+        t0 = time.perf_counter()
+        out[s] = {**teacher_ablation(low, s), "wall_s": time.perf_counter() - t0}
+    return out
+
+
+#: expected verdict of the low-texture teacher claim, set by the first measurement (seeds 0-2:
+#: the 5-seed run exceeds the measurement budget, ~5 min a seed): +0.06, +0.51, +0.18 on the
+#: flat/striped pixels, 0/3 seeds <= 0; whole image -0.17, +0.71, +1.31
+LOW_TEXTURE_REASON = (
+    "the teacher term acts on ~1 % of each frame (its peak probability rarely exceeds τ = 0.5), "
+    "77–91 % of that in the border columns SGBM never labels; it reaches 0.5–1.8 % of the "
+    "flat/striped pixels, and where SGBM is missing its bad-1 (0.60–0.71) is worse than the "
+    "student's (0.43–0.46): median +0.18 points [+0.06, +0.51], 0/3 seeds ≤ 0 (seeds 0–2)"
+)
+
+
+def _low_texture_claims(
+    result: Result, section: dict[int, dict[str, Any]], seeds: list[int]
+) -> None:
+    """Claim, metrics and note of the low-texture section (see :func:`low_texture_section`)."""
+    low = [section[s]["minus_no_teacher_low"] for s in seeds]
+    whole = [section[s]["minus_no_teacher"] for s in seeds]
+    result.claims.append(
+        paper_claim(
+            "low-texture scenes (30 % flat/striped surfaces): bad-1(RobIA) − bad-1(RobIA w/o teacher) "
+            "on the flat/striped pixels [points] (the teacher helps)",
+            low, 0.0, "<=", seeds=seeds, modes=FULL, paper=TEACHER_PAPER,
+            expected="xfail" if LOW_TEXTURE_REASON else "reproduces", reason=LOW_TEXTURE_REASON,
+        )
+    )  # fmt: skip
+    result.metrics["low_texture"] = {
+        "texture": dict(LOW_TEXTURE), "seeds": seeds,
+        "wall_s": sum(section[s]["wall_s"] for s in seeds),
+        "per_seed": {str(s): section[s] for s in seeds},
+    }  # fmt: skip
+    result.notes.append(
+        "Low-texture scenes (issue #26; " + ", ".join(f"{k} {v:.0%}" for k, v in LOW_TEXTURE.items())
+        + " of the surfaces), RobIA − RobIA w/o teacher, bad-1 [points] on the flat/striped pixels "
+        "(claimed) / on the whole image (information): " + "; ".join(
+            f"{s}: {a:+.2f} / {b:+.2f}" for s, a, b in zip(seeds, low, whole, strict=True))
+        + f"; median {np.median(low):+.2f} / {np.median(whole):+.2f}; teacher pixels "
+        + ", ".join(f"{100 * section[s]['teacher_fraction']:.1f} %" for s in seeds) + " of each frame."
+    )  # fmt: skip
+
+
 FULL: tuple[Mode, ...] = ("full",)
+TEACHER_PAPER = ("no number published (abstract: the AdaptBN teacher provides dense supervision "
+                 "where the handcrafted labels are missing)")  # fmt: skip
 QUICK_METHODS = ("no adaptation", "BN-adapt", "full fine-tuning (SGBM labels)", "RobIA")
 PAPER = "no number published (abstract: RobIA beats continual stereo TTA baselines under dynamic shifts)"
 
@@ -524,4 +583,6 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
         "RobIA is our reconstruction (no code, equations or numbers were available); its "
         "thresholds were not validated end to end.",
     ]  # fmt: skip
+    if mode == "full":  # issue #26: the teacher where SGBM has nothing to match
+        _low_texture_claims(result, low_texture_section(cfg, seeds), seeds)
     return result
