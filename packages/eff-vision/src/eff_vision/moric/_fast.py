@@ -51,211 +51,236 @@ _OK, _REPLAY = 0, 1
 
 
 @lru_cache(maxsize=1)
-def laplace_arrays() -> tuple[np.ndarray, np.ndarray]:
-    """(cum, freq) int64 [SCALES·FRACTIONS, 2·TAIL + 2]: row ``scale·FRACTIONS + frac`` is
-    :func:`~eff_vision.moric.rangecoder.laplace_table` (scale, frac)."""
-    cum = np.zeros((LAPLACE_SCALES * LAPLACE_FRACTIONS, _NSYM), np.int64)
-    freq = np.zeros_like(cum)
+def laplace_arrays() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cum, freq, lut) of every Laplace table: row ``scale·FRACTIONS + frac`` of cum (int64
+    [rows, 2·TAIL + 3], a last column = 2**16) and freq (int64 [rows, 2·TAIL + 2]) is
+    :func:`~eff_vision.moric.rangecoder.laplace_table` (scale, frac); ``lut[row, q]`` (int16
+    [rows, 256]) is the last symbol with cum ≤ 256·q, where the decoder's search starts."""
+    rows = LAPLACE_SCALES * LAPLACE_FRACTIONS
+    cum = np.full((rows, _NSYM + 1), MAX_TOTAL, np.int64)
+    freq = np.zeros((rows, _NSYM), np.int64)
+    lut = np.zeros((rows, 256), np.int16)
     for s in range(LAPLACE_SCALES):
         for f in range(LAPLACE_FRACTIONS):
             c, q = laplace_table(s, f)
-            cum[s * LAPLACE_FRACTIONS + f] = c
-            freq[s * LAPLACE_FRACTIONS + f] = q
-    return cum, freq
+            t = s * LAPLACE_FRACTIONS + f
+            cum[t, :_NSYM], freq[t] = c, q
+            lut[t] = np.searchsorted(c, np.arange(256) * 256, side="right") - 1
+    return cum, freq, lut
 
 
 # --------------------------------------------------------------------------------------------
-# Encoder kernels: st = [low, rng, n_out]; ``out`` the new bytes, ``prev`` the bytes already
-# written (a writable view of the encoder's bytearray, for the carry)
+# Encoder kernels: state (low, rng, n_out) in locals; ``out`` receives the new bytes, ``prev``
+# is a writable view of the bytes the encoder had already written (reached by a carry)
 # --------------------------------------------------------------------------------------------
 
 
 @njit(cache=True)
-def _enc(st, cum, freq, total, out, prev):
-    low, rng, n = st[0], st[1], st[2]
+def _carry(out, n, prev):
+    i = n - 1
+    while True:
+        if i >= 0:
+            if out[i] == 0xFF:
+                out[i] = 0
+                i -= 1
+                continue
+            out[i] += 1
+        else:
+            j = prev.size + i
+            if prev[j] == 0xFF:
+                prev[j] = 0
+                i -= 1
+                continue
+            prev[j] += 1
+        return
+
+
+@njit(cache=True, inline="always")
+def _enc(low, rng, n, cum, freq, total, out, prev):
+    """RangeEncoder.encode."""
     r = rng // total
     low += r * cum
     rng = r * freq
-    if low > _MASK:  # carry into the bytes already written (this call's, then the earlier ones)
+    if low > _MASK:  # carry into the bytes already written
         low &= _MASK
-        i = n - 1
-        while True:
-            if i >= 0:
-                if out[i] == 0xFF:
-                    out[i] = 0
-                    i -= 1
-                    continue
-                out[i] += 1
-            else:
-                j = prev.size + i
-                if prev[j] == 0xFF:
-                    prev[j] = 0
-                    i -= 1
-                    continue
-                prev[j] += 1
-            break
+        _carry(out, n, prev)
     while rng < _TOP:
         out[n] = low >> 24
         n += 1
         low = (low << 8) & _MASK
         rng <<= 8
-    st[0], st[1], st[2] = low, rng, n
+    return low, rng, n
 
 
 @njit(cache=True)
-def _enc_bits(st, value, nbits, out, prev):
+def _enc_bits(low, rng, n, value, nbits, out, prev):
     while nbits > 0:
         k = min(16, nbits)
         nbits -= k
-        _enc(st, (value >> nbits) & ((1 << k) - 1), 1, 1 << k, out, prev)
+        low, rng, n = _enc(low, rng, n, (value >> nbits) & ((1 << k) - 1), 1, 1 << k, out, prev)
+    return low, rng, n
 
 
 @njit(cache=True)
-def _enc_signed_gamma(st, v, out, prev):
-    n = (2 * v if v >= 0 else -2 * v - 1) + 1
+def _enc_signed_gamma(low, rng, n, v, out, prev):
+    """RangeEncoder.encode_signed_gamma: zig-zag, then Elias gamma bit by bit."""
+    z = (2 * v if v >= 0 else -2 * v - 1) + 1
     k = 0
-    while (n >> (k + 1)) > 0:
+    while (z >> (k + 1)) > 0:
         k += 1
     for _ in range(k):
-        _enc_bits(st, 0, 1, out, prev)
-    _enc_bits(st, 1, 1, out, prev)
+        low, rng, n = _enc_bits(low, rng, n, 0, 1, out, prev)
+    low, rng, n = _enc_bits(low, rng, n, 1, 1, out, prev)
     if k:
-        _enc_bits(st, n - (1 << k), k, out, prev)
+        low, rng, n = _enc_bits(low, rng, n, z - (1 << k), k, out, prev)
+    return low, rng, n
 
 
 @njit(cache=True)
 def _enc_laplace(st, values, centers, tables, cum, freq, out, prev):
+    low, rng, n = st[0], st[1], st[2]
     for i in range(values.size):
         s = values[i] - centers[i]
         t = tables[i]
         if -LAPLACE_TAIL <= s <= LAPLACE_TAIL:
             j = s + LAPLACE_TAIL
-            _enc(st, cum[t, j], freq[t, j], MAX_TOTAL, out, prev)
+            low, rng, n = _enc(low, rng, n, cum[t, j], freq[t, j], MAX_TOTAL, out, prev)
         else:
-            _enc(st, cum[t, _NSYM - 1], freq[t, _NSYM - 1], MAX_TOTAL, out, prev)
-            _enc_signed_gamma(st, s - LAPLACE_TAIL - 1 if s > 0 else s + LAPLACE_TAIL, out, prev)
+            e = _NSYM - 1
+            low, rng, n = _enc(low, rng, n, cum[t, e], freq[t, e], MAX_TOTAL, out, prev)
+            # the sign of the remainder tells the side: ≥ 0 above the window, < 0 below it
+            rest = s - LAPLACE_TAIL - 1 if s > 0 else s + LAPLACE_TAIL
+            low, rng, n = _enc_signed_gamma(low, rng, n, rest, out, prev)
+    st[0], st[1], st[2] = low, rng, n
 
 
 def encode_laplace_array(
-    enc: RangeEncoder, values: np.ndarray, centers: np.ndarray, scales: np.ndarray,
-    fracs: np.ndarray,
+    enc: RangeEncoder, values: np.ndarray, centers: np.ndarray | int, scales: np.ndarray | int,
+    fracs: np.ndarray | int,
 ) -> None:  # fmt: skip
-    """``encode_laplace(enc, v, c, s, f)`` for every element, in order (byte-identical to the
+    """``encode_laplace(enc, v, c, s, f)`` for every element, in order (byte-identical to that
     reference loop, which runs instead for values the int64 kernel must not see)."""
     v = np.ascontiguousarray(values, np.int64).ravel()
+    if v.size == 0:
+        return
     c = np.broadcast_to(np.asarray(centers, np.int64), v.shape).ravel()
     sc = np.broadcast_to(np.asarray(scales, np.int64), v.shape).ravel()
     fr = np.broadcast_to(np.asarray(fracs, np.int64), v.shape).ravel()
-    if v.size == 0:
-        return
-    d = v - c
+    ad = np.abs(v - c)
     if (
-        np.abs(v).max() >= _SAFE
-        or np.abs(c).max() >= _SAFE
-        or np.abs(d).max() >= _SAFE
-        or sc.min() < 0
-        or sc.max() >= LAPLACE_SCALES
-        or fr.min() < 0
-        or fr.max() >= LAPLACE_FRACTIONS
+        max(int(np.abs(v).max()), int(np.abs(c).max()), int(ad.max())) >= _SAFE
+        or not (sc.min() >= 0 and sc.max() < LAPLACE_SCALES)
+        or not (fr.min() >= 0 and fr.max() < LAPLACE_FRACTIONS)
     ):
         for a, b, s, f in zip(v.tolist(), c.tolist(), sc.tolist(), fr.tolist(), strict=True):
             encode_laplace(enc, a, b, s, f)
         return
     # bytes: ≤ 3 per coded interval (total ≤ 2**16); an escape codes ≤ 2·41 + 4 intervals
-    n_esc = int((np.abs(d) > LAPLACE_TAIL).sum())
-    out = np.zeros(3 * (v.size + 90 * n_esc) + 8, np.uint8)
-    cum, freq = laplace_arrays()
+    n_esc = int(np.count_nonzero(ad > LAPLACE_TAIL))
+    out = np.empty(3 * (v.size + 90 * n_esc) + 8, np.uint8)
+    cum, freq, _ = laplace_arrays()
     st = np.array([enc.low, enc.rng, 0], np.int64)
     prev = np.frombuffer(enc.out, np.uint8) if len(enc.out) else np.zeros(0, np.uint8)
-    _enc_laplace(st, v, np.ascontiguousarray(c), sc * LAPLACE_FRACTIONS + fr, cum, freq, out, prev)
+    tables = sc * LAPLACE_FRACTIONS + fr
+    _enc_laplace(st, v, np.ascontiguousarray(c), tables, cum, freq, out, prev)
     del prev  # release the view before the bytearray grows
     enc.low, enc.rng = int(st[0]), int(st[1])
     enc.out += out[: int(st[2])].tobytes()
 
 
 # --------------------------------------------------------------------------------------------
-# Decoder kernels: st = [pos, code, rng, r, status]
+# Decoder kernels: state (pos, code, rng, r) in locals, ``ok`` False = replay with the reference
 # --------------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
-def _target(st, total):
-    r = st[2] // total
-    st[3] = r
-    q = st[1] // r
-    if q >= total:  # never for a stream this encoder wrote: replay with the reference
-        st[4] = _REPLAY
-        return 0
-    return q
-
-
-@njit(cache=True)
-def _consume(st, data, cum, freq):
-    r = st[3]
-    code = st[1] - r * cum
-    rng = r * freq
-    pos = st[0]
+@njit(cache=True, inline="always")
+def _fill(pos, code, rng, data):
+    """The renormalisation of RangeDecoder.consume (False: read past the end)."""
     while rng < _TOP:
         if pos >= data.size:
-            st[4] = _REPLAY
-            return
+            return pos, code, rng, False
         code = (code << 8) | data[pos]
         pos += 1
         rng <<= 8
-    st[0], st[1], st[2] = pos, code, rng
+    return pos, code, rng, True
 
 
 @njit(cache=True)
-def _dec_bits(st, data, nbits):
-    value = 0
-    while nbits > 0 and st[4] == _OK:
+def _dec_bits(pos, code, rng, data, nbits):
+    """RangeDecoder.decode_bits → (value, pos, code, rng, r, ok)."""
+    value, r = 0, 1
+    while nbits > 0:
         k = min(16, nbits)
         nbits -= k
-        v = _target(st, 1 << k)
-        if st[4] != _OK:
-            return 0
-        _consume(st, data, v, 1)
-        value = (value << k) | v
-    return value
+        total = 1 << k
+        r = rng // total
+        q = code // r
+        if q >= total:  # never for a stream this encoder wrote
+            return 0, pos, code, rng, r, False
+        code -= r * q
+        rng = r
+        pos, code, rng, ok = _fill(pos, code, rng, data)
+        if not ok:
+            return 0, pos, code, rng, r, False
+        value = (value << k) | q
+    return value, pos, code, rng, r, True
 
 
 @njit(cache=True)
-def _dec_laplace(st, data, center, t, cum, freq):
-    x = _target(st, MAX_TOTAL)
-    if st[4] != _OK:
-        return 0
-    lo, hi = 0, _NSYM - 1  # the last i with cum[t, i] <= x (bisect_right − 1)
-    while lo < hi:
-        mid = (lo + hi + 1) >> 1
-        if cum[t, mid] <= x:
-            lo = mid
-        else:
-            hi = mid - 1
-    _consume(st, data, cum[t, lo], freq[t, lo])
-    if lo < _NSYM - 1 or st[4] != _OK:
-        return center + lo - LAPLACE_TAIL
-    k = 0  # signed Elias gamma (decode_gamma, max_bits = 40)
+def _dec_escape(pos, code, rng, data):
+    """decode_signed_gamma (decode_gamma's max_bits = 40) → (rest, pos, code, rng, r, ok)."""
+    k = 0
     while True:
-        b = _dec_bits(st, data, 1)
-        if st[4] != _OK:
-            return 0
+        b, pos, code, rng, r, ok = _dec_bits(pos, code, rng, data, 1)
+        if not ok:
+            return 0, pos, code, rng, r, False
         if b != 0:
             break
         k += 1
         if k > 40:
-            st[4] = _REPLAY
-            return 0
-    z = ((1 << k) | _dec_bits(st, data, k) if k else 1) - 1
-    rest = z // 2 if z % 2 == 0 else -(z + 1) // 2
-    return center + (rest + LAPLACE_TAIL + 1 if rest >= 0 else rest - LAPLACE_TAIL)
+            return 0, pos, code, rng, r, False
+    g = 1
+    if k:
+        bits, pos, code, rng, r, ok = _dec_bits(pos, code, rng, data, k)
+        if not ok:
+            return 0, pos, code, rng, r, False
+        g = (1 << k) | bits
+    z = g - 1
+    return (z // 2 if z % 2 == 0 else -(z + 1) // 2), pos, code, rng, r, True
+
+
+@njit(cache=True, inline="always")
+def _dec_laplace(pos, code, rng, data, center, t, cum, freq, lut):
+    """decode_laplace → (value, pos, code, rng, r, ok)."""
+    r = rng >> 16  # rng // MAX_TOTAL
+    x = code // r
+    if x >= MAX_TOTAL:  # the reference clamps; a stream this encoder wrote never gets here
+        return 0, pos, code, rng, r, False
+    i = lut[t, x >> 8]  # then the last i with cum ≤ x (bisect_right − 1)
+    while cum[t, i + 1] <= x:
+        i += 1
+    code -= r * cum[t, i]
+    rng = r * freq[t, i]
+    pos, code, rng, ok = _fill(pos, code, rng, data)
+    if not ok:
+        return 0, pos, code, rng, r, False
+    if i < _NSYM - 1:
+        return center + i - LAPLACE_TAIL, pos, code, rng, r, True
+    rest, pos, code, rng, r, ok = _dec_escape(pos, code, rng, data)
+    v = center + (rest + LAPLACE_TAIL + 1 if rest >= 0 else rest - LAPLACE_TAIL)
+    return v, pos, code, rng, r, ok
 
 
 @njit(cache=True)
-def _dec_laplace_many(st, data, t, n, cum, freq, out):
+def _dec_laplace_many(st, data, t, n, cum, freq, lut, out):
+    pos, code, rng, r = st[0], st[1], st[2], st[3]
     for i in range(n):
-        out[i] = _dec_laplace(st, data, 0, t, cum, freq)
-        if st[4] != _OK:
+        v, pos, code, rng, r, ok = _dec_laplace(pos, code, rng, data, 0, t, cum, freq, lut)
+        if not ok:
+            st[4] = _REPLAY
             return
+        out[i] = v
+    st[0], st[1], st[2], st[3] = pos, code, rng, r
 
 
 def _state(dec: RangeDecoder) -> np.ndarray:
@@ -271,19 +296,19 @@ def _data(dec: RangeDecoder) -> np.ndarray:
 
 
 def _safe_state(dec: RangeDecoder) -> bool:
-    return dec.code < dec.rng <= _MASK and dec.code >= 0
+    return 0 <= dec.code < dec.rng <= _MASK and 0 < dec._r <= _MASK
 
 
 def decode_laplace_zero_center(dec: RangeDecoder, scale: int, n: int) -> np.ndarray:
     """``[decode_laplace(dec, 0, scale, 0) for _ in range(n)]`` as int64 (the reference loop runs
-    from the same state where the kernel stops, so errors are the reference's)."""
+    from the same state when the kernel cannot finish, so errors are the reference's)."""
     out = np.zeros(n, np.int64)
     if n == 0:
         return out
     if _safe_state(dec) and 0 <= scale < LAPLACE_SCALES:
         st = _state(dec)
-        cum, freq = laplace_arrays()
-        _dec_laplace_many(st, _data(dec), scale * LAPLACE_FRACTIONS, n, cum, freq, out)
+        cum, freq, lut = laplace_arrays()
+        _dec_laplace_many(st, _data(dec), scale * LAPLACE_FRACTIONS, n, cum, freq, lut, out)
         if st[4] == _OK:
             dec.pos, dec.code, dec.rng, dec._r = (int(x) for x in st[:4])
             return out
@@ -296,60 +321,78 @@ def decode_laplace_zero_center(dec: RangeDecoder, scale: int, n: int) -> np.ndar
 
 
 @njit(cache=True)
-def _decode_level(st, data, grid, ys, xs, offy, offx, pad, w1t, b1, w2t, b2, w3t, b3, cum, freq):
-    """Decode the latents at (ys, xs) (coding order) into the padded int64 ``grid``; the weights
-    are the dequantised float64 layers, transposed ([in, out])."""
+def _layer(x, wt, b, out, n, relu):
+    """out[:, :n] = x[:, :n]ᵀ-batch @ wt + b (features × positions, positions innermost so the
+    loop vectorises without reassociating any sum); hidden layers then take codec._arm_exact's
+    ReLU, clip at 2**20 and rounding to the 2**-8 grid. Every sum is exact (module docstring)."""
+    nin, nout = wt.shape
+    for i in range(nout):
+        acc = out[i]
+        for p in range(n):
+            acc[p] = 0.0
+        for j in range(nin):
+            wji = wt[j, i]
+            xj = x[j]
+            for p in range(n):
+                acc[p] += xj[p] * wji
+        bi = b[i]
+        if relu:
+            for p in range(n):
+                v = min(max(acc[p] + bi, 0.0), 1048576.0)
+                acc[p] = np.floor(v * _HIDDEN_GRID + 0.5) / _HIDDEN_GRID
+        else:
+            for p in range(n):
+                acc[p] += bi
+
+
+@njit(cache=True)
+def _decode_level(
+    st, data, grid, ys, xs, bounds, offy, offx, pad, w1t, b1, w2t, b2, w3t, b3, cum, freq, lut
+):
+    """Decode the latents at (ys, xs) (coding order, wavefront k = [bounds[k], bounds[k+1]))
+    into the padded int64 ``grid``: per wavefront the ARM runs on the whole batch, as the
+    reference does (the weights: dequantised float64 layers, transposed to [in, out])."""
     nc, nh = w1t.shape
-    ctx = np.empty(nc)
-    h1 = np.empty(nh)
-    h2 = np.empty(nh)
-    for p in range(ys.size):
-        y, x = ys[p] + pad, xs[p] + pad
+    pmax = 1
+    for k in range(bounds.size - 1):
+        pmax = max(pmax, bounds[k + 1] - bounds[k])
+    ctx = np.empty((nc, pmax))
+    h1 = np.empty((nh, pmax))
+    h2 = np.empty((nh, pmax))
+    o = np.empty((2, pmax))
+    pos, code, rng, r = st[0], st[1], st[2], st[3]
+    for k in range(bounds.size - 1):
+        lo, n = bounds[k], bounds[k + 1] - bounds[k]
         for j in range(nc):
-            ctx[j] = float(grid[y + offy[j], x + offx[j]])
-        for i in range(nh):
-            h1[i] = 0.0
-        for j in range(nc):  # exact sums: the order is free
-            cj = ctx[j]
-            for i in range(nh):
-                h1[i] += cj * w1t[j, i]
-        for i in range(nh):
-            v = max(h1[i] + b1[i], 0.0)
-            v = min(v, 1048576.0)
-            h1[i] = np.floor(v * _HIDDEN_GRID + 0.5) / _HIDDEN_GRID
-            h2[i] = 0.0
-        for j in range(nh):
-            cj = h1[j]
-            for i in range(nh):
-                h2[i] += cj * w2t[j, i]
-        for i in range(nh):
-            v = max(h2[i] + b2[i], 0.0)
-            v = min(v, 1048576.0)
-            h2[i] = np.floor(v * _HIDDEN_GRID + 0.5) / _HIDDEN_GRID
-        mu = 0.0
-        log_b = 0.0
-        for j in range(nh):
-            mu += h2[j] * w3t[j, 0]
-            log_b += h2[j] * w3t[j, 1]
-        mu = min(max(mu + b3[0], -1048576.0), 1048576.0)
-        log_b = log_b + b3[1]
-        center = np.floor(mu)
-        frac = int(np.floor((mu - center) * LAPLACE_FRACTIONS))
-        sf = np.floor((log_b - LOG_MIN) / LOG_STEP + 0.5)
-        scale = int(min(max(sf, 0.0), LAPLACE_SCALES - 1.0))
-        v = _dec_laplace(st, data, int(center), scale * LAPLACE_FRACTIONS + frac, cum, freq)
-        if st[4] != _OK or v > _LAT_MAX or v < -_LAT_MAX:
-            st[4] = _REPLAY
-            return
-        grid[y, x] = v
+            for p in range(n):
+                ctx[j, p] = float(grid[ys[lo + p] + pad + offy[j], xs[lo + p] + pad + offx[j]])
+        _layer(ctx, w1t, b1, h1, n, True)
+        _layer(h1, w2t, b2, h2, n, True)
+        _layer(h2, w3t, b3, o, n, False)
+        for p in range(n):
+            mu = min(max(o[0, p], -1048576.0), 1048576.0)
+            center = np.floor(mu)
+            frac = int(np.floor((mu - center) * LAPLACE_FRACTIONS))
+            sf = np.floor((o[1, p] - LOG_MIN) / LOG_STEP + 0.5)
+            scale = int(min(max(sf, 0.0), LAPLACE_SCALES - 1.0))
+            t = scale * LAPLACE_FRACTIONS + frac
+            v, pos, code, rng, r, ok = _dec_laplace(
+                pos, code, rng, data, int(center), t, cum, freq, lut
+            )
+            if not ok or v > _LAT_MAX or v < -_LAT_MAX:
+                st[4] = _REPLAY
+                return
+            grid[ys[lo + p] + pad, xs[lo + p] + pad] = v
+    st[0], st[1], st[2], st[3] = pos, code, rng, r
 
 
 def decode_latent_level(
-    dec: RangeDecoder, grid: np.ndarray, ys: np.ndarray, xs: np.ndarray, offsets, layers, k: int,
-    pad: int,
+    dec: RangeDecoder, grid: np.ndarray, ys: np.ndarray, xs: np.ndarray, waves: np.ndarray,
+    offsets, layers, k: int, pad: int,
 ) -> bool:  # fmt: skip
-    """Decode one level into ``grid`` (padded int64) with the compiled loop; False (and the
-    decoder's state untouched) when the reference path must replay it."""
+    """Decode one level into ``grid`` (padded int64; positions in coding order, ``waves`` their
+    wavefront ids) with the compiled loop; False (and the decoder's state untouched) when the
+    reference path must replay it."""
     if not _safe_state(dec) or ys.size == 0:
         return ys.size == 0
     if any(np.abs(a).max(initial=0) >= _WEIGHT_MAX for layer in layers for a in layer):
@@ -362,10 +405,12 @@ def decode_latent_level(
     offy = np.array([o[0] for o in offsets], np.int64)
     offx = np.array([o[1] for o in offsets], np.int64)
     st = _state(dec)
-    cum, freq = laplace_arrays()
+    cum, freq, lut = laplace_arrays()
     work = grid.copy()
-    _decode_level(st, _data(dec), work, ys.astype(np.int64), xs.astype(np.int64), offy, offx, pad,
-                  w[0], b[0], w[1], b[1], w[2], b[2], cum, freq)  # fmt: skip
+    bounds = np.r_[0, np.flatnonzero(np.diff(waves)) + 1, ys.size].astype(np.int64)
+    _decode_level(st, _data(dec), work, ys.astype(np.int64), xs.astype(np.int64), bounds, offy,
+                  offx, pad,
+                  w[0], b[0], w[1], b[1], w[2], b[2], cum, freq, lut)  # fmt: skip
     if st[4] != _OK:
         return False
     grid[...] = work

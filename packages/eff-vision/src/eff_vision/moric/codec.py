@@ -630,7 +630,7 @@ def _decode_latents(
         order, waves = _wavefront_order(ys, xs, offsets)
         ys, xs = ys[order], xs[order]
         if not reference:
-            if not decode_latent_level(dec, grid, ys, xs, offsets, layers, k, _PAD):
+            if not decode_latent_level(dec, grid, ys, xs, waves, offsets, layers, k, _PAD):
                 return _decode_latents(payload, region, shapes, arm_ints, k, offsets, name, True)
             lat[level] = grid[_PAD:-_PAD, _PAD:-_PAD].copy()
             continue
