@@ -158,7 +158,11 @@ def test_fedphoenix_on_a_flower_simulation_matches_the_in_process_runner():
     # FedSVD's simulation run is integration_tests/test_fedsvd_flower.py
     init, update, aggregator, data, hook = _fedphoenix()
     results = []
-    server = make_server_app(aggregator, init, 2, on_finish=results.append, timeout=900.0)
+    # every node in every round, as the in-process runner: Flower's FedAvg samples as soon as
+    # min_available_nodes (default 2) have connected, so a slow third node would miss round 1
+    n = len(data)
+    server = make_server_app(aggregator, init, 2, on_finish=results.append, timeout=900.0,
+                             min_available_nodes=n, min_train_nodes=n)  # fmt: skip
     client_app = make_client_app(update, lambda pid, n: data[pid], seed=3, pre_local_train=hook)
     try:
         run_simulation(server, client_app, num_supernodes=len(data))

@@ -333,6 +333,11 @@ def make_server_app(
     log) when the strategy ends; in a ``flwr run`` deployment the ServerApp runs in its own
     process, so save results from there. ``strategy_kwargs`` go to :func:`to_flower_strategy`.
 
+    To train every node in every round (as :class:`InProcessRunner` does), pass
+    ``min_available_nodes=n`` and ``min_train_nodes=n``: Flower's ``FedAvg`` samples as soon as
+    ``min_available_nodes`` (default 2) nodes have connected, so a node that connects later misses
+    that round.
+
     Deploy with ``flwr run`` and ``[tool.flwr.app.components] serverapp = "pkg.mod:server_app"``.
     """
     check_positive("num_rounds", num_rounds, integer=True)
