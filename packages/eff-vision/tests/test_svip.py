@@ -271,3 +271,76 @@ def test_quick_reproduction_claims_hold():
     ]  # fmt: skip
     paired = {r["method"]: r["paired visible samples (max over epochs)"] for r in result.table}
     assert paired["source-only"] is None and isinstance(paired["SVIP"], int)
+
+
+# --- other target settings (issue #26) ---------------------------------------------------------
+
+
+def _tiny_cfg():
+    from eff_vision.reproduce.svip import SVIPReproConfig
+
+    return SVIPReproConfig(src_ids=8, tgt_ids=6, test_ids=4, per_id=4, source_epochs=1, epochs=2)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_experiment_takes_the_infrared_blur_or_a_target_generator():
+    from eff_shared.seeding import derive_seed
+    from eff_vision.reproduce import svip as rs
+
+    cfg = _tiny_cfg()
+    calls = []
+
+    def blurred(num_ids, per_id, seed):
+        calls.append((num_ids, per_id))
+        return make_vi_reid(num_ids, per_id, "target", seed, ir_blur=2.5)
+
+    names = ("source-only", "SVIP")
+    by_gen = rs.experiment(cfg, 0, names, target=blurred)
+    by_blur = rs.experiment(cfg, 0, names, ir_blur=2.5)
+    assert calls == [(6, 4), (4, (4, 8))]  # the adaptation set, then the test set
+    assert by_gen["metrics"] == by_blur["metrics"]
+    default = rs.experiment(cfg, 0, names)
+    assert rs.experiment(cfg, 0, names, ir_blur=0.8)["metrics"] == default["metrics"]
+    assert by_blur["metrics"]["source-only"]["mAP"] != default["metrics"]["source-only"]["mAP"]
+    # the source side never changes: the same source-domain numbers for the source model
+    src_dom = lambda out: out["metrics"]["source-only"]["source_domain"]  # noqa: E731
+    assert src_dom(by_blur) == src_dom(default)
+    # evaluate is public: the source model on the blurred test set, as in the experiment
+    source, _ = rs.source_model(cfg, 0)
+    test = make_vi_reid(4, (4, 8), "target", derive_seed(0, 116), ir_blur=2.5)
+    got = rs.evaluate(source, test)
+    assert {k: by_blur["metrics"]["source-only"][k] for k in got} == got
+    assert set(got) >= {"rank1", "rank5", "mAP"}
+    with pytest.raises(ValueError, match="ir_blur or target"):
+        rs.experiment(cfg, 0, names, ir_blur=1.0, target=blurred)
+    with pytest.raises(ValueError, match="ir_blur"):
+        rs.experiment(cfg, 0, names, ir_blur=-1.0)
+    with pytest.raises(TypeError, match="ir_blur"):
+        rs.experiment(cfg, 0, names, ir_blur="strong")
+    with pytest.raises(TypeError, match="target must be a callable"):
+        rs.experiment(cfg, 0, names, target=3)
+    with pytest.raises(TypeError, match="target must return a VIReIDSet"):
+        rs.experiment(cfg, 0, names, target=lambda n, p, s: None)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_pair_counts_report_the_selected_pairs_per_scale():
+    from dataclasses import replace
+
+    from eff_vision.reproduce import svip as rs
+
+    cfg = _tiny_cfg()
+    scales = ((6, 0.8), (8, 2.0))
+    rows = rs.pair_counts(cfg, 0, scales)
+    assert [(r["target ids"], r["ir blur"]) for r in rows] == list(scales)
+    for (ids, blur), r in zip(scales, rows, strict=True):
+        out = rs.experiment(replace(cfg, tgt_ids=ids), 0, ("source-only", "SVIP"), ir_blur=blur)
+        row = next(x for x in out["rows"] if x["method"] == "SVIP")
+        assert r["paired per epoch"] == out["paired_per_epoch"]["SVIP"]
+        assert r["max paired"] == (row["paired visible samples (max over epochs)"] or 0)
+        assert r["epochs with a pair"] == sum(p > 0 for p in r["paired per epoch"])
+        assert r["epochs adapted"] <= cfg.epochs and r["visible target images"] == 4 * ids
+        assert 0 <= r["max paired"] <= r["visible target images"]
+        assert r["Rank-1 SVIP"] == out["metrics"]["SVIP"]["rank1"]
+        assert r["mAP source-only"] == out["metrics"]["source-only"]["mAP"]
+    assert len(rs.PAIR_SCALES) >= 3 and (60, 0.8) in rs.PAIR_SCALES

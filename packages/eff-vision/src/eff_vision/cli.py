@@ -674,6 +674,10 @@ def svip_cmd(
     src_ids: Annotated[int, typer.Option("--src-ids", min=2, help="Source identities.")] = 100,
     tgt_ids: Annotated[int, typer.Option("--tgt-ids", min=2, help="Target identities.")] = 60,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Adaptation epochs.")] = 10,
+    ir_blur: Annotated[
+        float,
+        typer.Option("--ir-blur", min=0.0, help="Gaussian sigma of the target's infrared images."),
+    ] = 0.8,
     seed: SeedOpt = 0,
     json_path: JsonOpt = None,
 ) -> None:
@@ -682,9 +686,10 @@ def svip_cmd(
     from eff_vision.reproduce.svip import SVIPReproConfig, experiment
 
     cfg = SVIPReproConfig(src_ids=src_ids, tgt_ids=tgt_ids, epochs=epochs)
-    out = experiment(cfg, seed)
+    out = experiment(cfg, seed, ir_blur=ir_blur)
     _print_rows(
-        f"eff vision svip: visible → infrared, {src_ids} source / {tgt_ids} target ids, seed {seed}",
+        f"eff vision svip: visible → infrared, {src_ids} source / {tgt_ids} target ids, "
+        f"IR blur {ir_blur}, seed {seed}",
         out["rows"],
         json_path,
     )
