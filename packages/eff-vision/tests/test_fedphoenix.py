@@ -274,3 +274,51 @@ def test_transform_hook_adds_a_client_specific_spurious_feature():
     again = federate(cfg, 0, PhoenixReset(theta=2 / 32, stop_round=2), rounds=2,
                      test_transform=lambda x, y: (x, y))  # fmt: skip
     assert plain["accuracy"] == again["accuracy"]
+
+
+def test_marker_setting_and_section_bookkeeping():
+    """Full mode's spurious-marker section (issue #26): the marker sits at the client's row and
+    the label's column; the claim holds FedPhoenix − FedAvg of the marker federations per seed."""
+    from eff_shared.reproduce import Result
+    from eff_vision.data.digits import digits_splits
+    from eff_vision.reproduce import fedphoenix as fp
+
+    x, y = torch.zeros(3, 1, 8, 8), torch.tensor([0, 9, 3])
+    m = fp.with_marker(x, y, 2)
+    assert (x == 0).all() and int((m == fp.MARKER).sum()) == 3  # a copy, one pixel per image
+    assert [m[i, 0, 2, c].item() for i, c in enumerate((0, 1, 3))] == [fp.MARKER] * 3
+    off = fp.with_marker(x, y, 2, shift=1)
+    assert [off[i, 0, 2, c].item() for i, c in enumerate((1, 2, 4))] == [fp.MARKER] * 3
+    xt, yt = fp.marker_transform()(x, y, 11, np.random.default_rng(0))
+    assert torch.equal(xt, fp.with_marker(x, y, 3)) and yt is y  # client 11 -> row 3
+    with pytest.raises(ValueError, match="value"):
+        fp.marker_transform(0.5)  # inside the digits' range: not a marker
+    with pytest.raises(ValueError, match="row"):
+        fp.with_marker(x, y, 8)
+
+    cfg = fp.FedPhoenixReproConfig()
+    seeds, rounds = [0, 1], 2
+    section = fp.marker_section(cfg, seeds, rounds=rounds)
+    for s in seeds:
+        ref = fp.federate(cfg, s, None, rounds=rounds, transform=fp.marker_transform())
+        assert section[s]["final"]["FedAvg"] == ref["final"]
+        assert section[s]["gain"] == section[s]["final"]["FedPhoenix"] - ref["final"]
+        rel = fp.marker_reliance(cfg, s, ref["final_state"])
+        assert section[s]["reliance"]["FedAvg"] == rel
+        _, (xte, yte) = digits_splits((cfg.n_train, cfg.n_test), s)
+        assert rel["clean"] == fp.accuracy(ref["final_state"], xte, yte)
+        marked = [
+            fp.accuracy(ref["final_state"], fp.with_marker(xte, yte, r), yte) for r in range(8)
+        ]
+        assert rel["marked"] == pytest.approx(float(np.mean(marked)), abs=1e-12)
+    assert section[0]["final"] != section[1]["final"]
+    result = Result(name="vision.fedphoenix", mode="full", seed=0)
+    fp._marker_claims(result, section, seeds, rounds)
+    (claim,) = result.claims
+    assert claim.kind == "paper" and claim.op == ">" and claim.threshold == 0.0
+    assert claim.modes == ("full",) and claim.seeds == (0, 1)
+    assert claim.values == tuple(section[s]["gain"] for s in seeds)
+    assert (claim.expected == "xfail") == bool(fp.MARKER_REASON)
+    assert result.metrics["marker"]["rounds"] == rounds
+    for s in seeds:
+        assert f"{s}: {section[s]['gain']:+.3f}" in result.notes[-1]

@@ -16,10 +16,19 @@ The learning claim is therefore a non-inferiority bound (FedPhoenix with r_s = 0
 FedAvg, a paper claim over seeds) and the paper's gain is an xfail paper claim; the mechanics items
 are checks. Quick mode runs 100 rounds with r_s = 0.4·R at one seed; full mode runs 150 rounds at
 5 seeds, adds r_s = 0.8·R (reported, no claim) and β = 0.3 (information, master seed).
+
+Client-specific spurious features (issue #26; full mode, :func:`marker_section`), the setting the
+paper motivates: on client c every training image carries a marker pixel (value
+:data:`MARKER`, outside the digits' [0, 1]) at row c mod 8, column y mod 8 — a label code at a
+position of the client's own — and the test set has none (:func:`marker_transform`). FedPhoenix
+(r_s = 0.4·R) against FedAvg on seeds seed..seed+4 in federations of :data:`MARKER_ROUNDS`
+rounds (as the main runs); whether FedAvg learned the marker at all is printed (its accuracy
+with the marker added to the test images against without, :func:`marker_reliance`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_type
 from eff_shared.federated import FedAvg, InProcessRunner, dirichlet_partition
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed, make_rng
@@ -45,8 +54,12 @@ __all__ = [
     "accuracy",
     "client_update",
     "federate",
+    "marker_reliance",
+    "marker_section",
+    "marker_transform",
     "mechanics",
     "run",
+    "with_marker",
 ]
 
 
@@ -192,6 +205,109 @@ def federate(
         "cpu_s": time.process_time() - t0,
         "final_state": res.final_state,
     }
+
+
+#: the spurious marker's value: the digits are scaled to [0, 1], so it never occurs naturally
+MARKER = 2.0
+#: rounds of the marker section's federations (as the main runs)
+MARKER_ROUNDS = 150
+
+
+def with_marker(
+    x: torch.Tensor, y: torch.Tensor, row: int, value: float = MARKER, shift: int = 0
+) -> torch.Tensor:
+    """A copy of the images ``x`` (n, 1, 8, 8) with pixel (``row``, (y + ``shift``) mod 8) set to
+    ``value`` in each: the label code of :func:`marker_transform` (``shift`` ≠ 0 misleads)."""
+    check_type("row", row, int)
+    if not 0 <= row < x.shape[-2]:
+        raise ValueError(f"row must lie in [0, {x.shape[-2]}), got {row}")
+    out = x.clone()
+    out[torch.arange(len(y)), 0, row, (y + shift) % x.shape[-1]] = value
+    return out
+
+
+def marker_transform(value: float = MARKER) -> Transform:
+    """The ``transform`` of :func:`federate` for client-specific spurious features: client c's
+    images get the marker ``value`` at row c mod 8, column y mod 8 (:func:`with_marker`)."""
+    check_type("value", value, (int, float))
+    if not math.isfinite(value) or 0.0 <= value <= 1.0:
+        raise ValueError(
+            f"value must be finite and outside the digits' range [0, 1] (a pixel that never "
+            f"occurs naturally), got {value}"
+        )
+
+    def transform(x, y, client_id, rng):
+        return with_marker(x, y, client_id % x.shape[-2], value), y
+
+    return transform
+
+
+def marker_reliance(
+    cfg: FedPhoenixReproConfig, seed: int, state: dict[str, torch.Tensor], value: float = MARKER
+) -> dict[str, float]:
+    """Accuracy of ``state`` on the seed's clean test set, and with the marker added at each of
+    the 8 rows (mean): at the label's column (``marked``) and one column off (``misleading``).
+    ``marked`` ≫ ``clean`` ≫ ``misleading`` means the model reads the marker."""
+    _, (xte, yte) = digits_splits((cfg.n_train, cfg.n_test), seed)
+    rows = range(xte.shape[-2])
+    marked = [accuracy(state, with_marker(xte, yte, r, value), yte) for r in rows]
+    wrong = [accuracy(state, with_marker(xte, yte, r, value, shift=1), yte) for r in rows]
+    return {"clean": accuracy(state, xte, yte), "marked": float(np.mean(marked)),
+            "misleading": float(np.mean(wrong))}  # fmt: skip
+
+
+def marker_section(
+    cfg: FedPhoenixReproConfig, seeds: list[int], rounds: int = MARKER_ROUNDS
+) -> dict[int, dict[str, Any]]:
+    """FedAvg and FedPhoenix (r_s = 0.4·``rounds``) with :func:`marker_transform` on the clients
+    and a clean test set, per seed: final accuracies, ``gain`` (FedPhoenix − FedAvg) and each
+    final model's :func:`marker_reliance`."""
+    out = {}
+    for s in seeds:
+        t0 = time.perf_counter()
+        reset = PhoenixReset(theta=cfg.theta, stop_round=round(0.4 * rounds))
+        runs = {name: federate(cfg, s, r, rounds=rounds, transform=marker_transform())
+                for name, r in (("FedAvg", None), ("FedPhoenix", reset))}  # fmt: skip
+        out[s] = {
+            "final": {n: r["final"] for n, r in runs.items()},
+            "gain": runs["FedPhoenix"]["final"] - runs["FedAvg"]["final"],
+            "reliance": {n: marker_reliance(cfg, s, r["final_state"]) for n, r in runs.items()},
+            "wall_s": time.perf_counter() - t0,
+        }
+    return out
+
+
+#: expected verdict of the marker claim, set by the first measurement (seeds 0-4)
+MARKER_REASON = ""
+
+
+def _marker_claims(
+    result: Result, section: dict[int, dict[str, Any]], seeds: list[int], rounds: int
+) -> None:
+    """Claim, metrics and note of the marker section (see :func:`marker_section`)."""
+    gains = [section[s]["gain"] for s in seeds]
+    result.claims.append(
+        paper_claim(
+            f"client-specific spurious marker (absent at test), {rounds} rounds: final accuracy "
+            "FedPhoenix (r_s = 0.4·R) − FedAvg (FedPhoenix beats FedAvg)",
+            gains, 0.0, ">", seeds=seeds, modes=("full",), paper=PAPER,
+            expected="xfail" if MARKER_REASON else "reproduces", reason=MARKER_REASON,
+        )
+    )  # fmt: skip
+    result.metrics["marker"] = {
+        "value": MARKER, "rounds": rounds, "seeds": seeds,
+        "wall_s": sum(section[s]["wall_s"] for s in seeds),
+        "per_seed": {str(s): section[s] for s in seeds},
+    }  # fmt: skip
+    rel = lambda s, k: section[s]["reliance"]["FedAvg"][k]  # noqa: E731
+    result.notes.append(
+        f"Spurious marker (issue #26; {rounds} rounds): FedPhoenix − FedAvg per seed "
+        + ", ".join(f"{s}: {section[s]['gain']:+.3f}" for s in seeds)
+        + f" (median {np.median(gains):+.3f}). FedAvg reads the marker — test accuracy with it at the "
+        "label's column / without / one column off: "
+        + "; ".join(f"{s}: {rel(s, 'marked'):.3f} / {rel(s, 'clean'):.3f} / {rel(s, 'misleading'):.3f}"
+                    for s in seeds) + "."
+    )  # fmt: skip
 
 
 def _check_traces(traces: list[tuple[int, ResetTrace]], reset: PhoenixReset) -> dict[str, float]:
@@ -376,4 +492,5 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
         result.notes.append(
             f"β = 0.3 (no claim, seed {seed}): FedAvg {a3['final']:.3f}, FedPhoenix {p3['final']:.3f}"
         )
+        _marker_claims(result, marker_section(cfg, seeds), seeds, MARKER_ROUNDS)
     return result
