@@ -308,14 +308,18 @@ def test_quick_reproduction_claims_hold():
     assert result.error is None and result.passed
     verdicts = {c.text: c.verdict("quick") for c in result.claims}
     assert "FAIL" not in verdicts.values(), verdicts
-    assert len(result.claims) == 15
+    assert len(result.claims) == 18
     checks = [c for c in result.claims if c.kind == "check"]
-    assert len(checks) == 8 and all(c.verdict("quick") == "pass" for c in checks)
+    assert len(checks) == 9 and all(c.verdict("quick") == "pass" for c in checks)
     paper = [c for c in result.claims if c.kind == "paper"]
-    assert len(paper) == 7 and all(c.modes == ("full",) for c in paper)
+    assert len(paper) == 9 and all(c.modes == ("full",) for c in paper)
     headline = [c for c in paper if c.headline]
     assert len(headline) == 3 and all(c.expected == "xfail" and c.reason for c in headline)
-    assert len(result.table) == 6
+    assert len(result.table) == 7  # EXP, Brovey, IHS, GSA, PNN-lite, Pan-LUT, + consistency
+    assert any("consistency" in r["method"] for r in result.table)
+    held = result.metrics["heldout_psnr"]["0"]
+    assert set(held) == {"Pan-LUT", "Pan-LUT + consistency"}
+    assert all(set(v) == set(panlut.HELDOUT) for v in held.values())
 
 
 def test_cli_trains_saves_and_sharpens_files(tmp_path):
@@ -342,3 +346,124 @@ def test_cli_trains_saves_and_sharpens_files(tmp_path):
     np.save(tmp_path / "pan.npy", rng.random((40, 44)).astype(np.float32))
     res = runner.invoke(app, args)
     assert res.exit_code != 0 and "4 × the ms size" in " ".join(res.output.split())
+
+
+# --- held-out scenes: spectral-consistency projection, sensor knobs (issue #24) ----------------
+
+
+def test_mtf_degrade_is_the_wald_protocols_ms_path():
+    from eff_vision.panlut.lut import mtf_degrade
+
+    rng = np.random.default_rng(3)
+    gt = rng.random((40, 48, 3)).astype(np.float32)
+    for ratio, gain in ((4, 0.3), (2, 0.25)):
+        ms, _ = wald_degrade(gt, ratio, mtf_gain=gain, noise=0.0)
+        got = mtf_degrade(torch.from_numpy(gt).permute(2, 0, 1)[None], ratio, gain)
+        np.testing.assert_allclose(got[0].permute(1, 2, 0).numpy(), ms, atol=2e-6)
+    with pytest.raises(ValueError, match="mtf_gain"):
+        mtf_degrade(torch.zeros(1, 3, 16, 16), 4, 1.5)
+    with pytest.raises(ValueError, match="2\\*ratio"):
+        mtf_degrade(torch.zeros(1, 3, 6, 16), 4)
+
+
+def _colour_shifted_lut(consistency: bool) -> PanLUT:
+    """A Pan-LUT whose output LUT maps every colour to a wrong one (a LUT learned on other
+    colour statistics, in the extreme): the case the projection exists for."""
+    model = PanLUT(3, pg_dim=5, sd_dim=3, ao_dim=5, consistency=consistency)
+    with torch.no_grad():
+        ao = model.ao.lut
+        ao.copy_(0.6 * ao.roll(1, dims=0) + 0.3)  # bands rotated, contrast squashed, offset
+    return model
+
+
+def test_consistency_projection_keeps_the_ms_colours_on_a_wrong_lut():
+    from eff_vision.panlut.lut import mtf_degrade
+
+    gt = np.ascontiguousarray(
+        np.stack(np.meshgrid(*[np.linspace(0.1, 0.9, 64)] * 2), -1)[..., [0, 1, 0]]
+    )
+    gt[..., 2] = 0.5 + 0.3 * np.sin(np.linspace(0, 6, 64))[None, :]
+    ms, pan = wald_degrade(gt.astype(np.float32), 4, noise=0.0)
+    t_ms, t_pan = torch.from_numpy(ms).permute(2, 0, 1)[None], torch.from_numpy(pan)[None, None]
+    plain, proj = _colour_shifted_lut(False), _colour_shifted_lut(True)
+    proj.load_state_dict(plain.state_dict())
+    with torch.no_grad():
+        a, b = plain(t_ms, t_pan), proj(t_ms, t_pan)
+    # the projection is out + up(ms − D(out)): its re-degraded image is much closer to the MS
+    err = lambda y: float((mtf_degrade(y, 4) - t_ms).abs().mean())  # noqa: E731
+    assert err(b) < 0.2 * err(a)
+    exp = bicubic(ms, 4)
+    to_np = lambda y: y[0].permute(1, 2, 0).double().numpy()  # noqa: E731
+    assert M.psnr(gt, to_np(a)) < M.psnr(gt, exp) - 5  # the wrong LUT alone: far below bicubic
+    assert M.psnr(gt, to_np(b)) > M.psnr(gt, exp) - 1  # projected: back near (or above) bicubic
+    # the baked model (nearest uint8 cells) projects too
+    with torch.no_grad():
+        baked, baked_plain = proj.bake()(t_ms, t_pan), plain.bake()(t_ms, t_pan)
+    assert err(baked) < 0.2 * err(baked_plain)
+    with pytest.raises(ValueError, match="LR MS"):
+        proj(bicubic_upsample(t_ms, 4), t_pan, upsample=False)
+    with pytest.raises(ValueError, match="consistency"):
+        PanLUT(3, consistency="yes")
+
+
+def test_consistency_tiled_equals_whole_and_widens_the_halo():
+    model = _colour_shifted_lut(True)
+    assert model.halo > model.sd.halo and model.halo % model.ratio == 0
+    rng = np.random.default_rng(1)
+    ms = rng.random((19, 23, 3)).astype(np.float32)
+    pan = rng.random((76, 92)).astype(np.float32)
+    with torch.no_grad():
+        whole = model(
+            torch.from_numpy(ms).permute(2, 0, 1)[None], torch.from_numpy(pan)[None, None]
+        )
+    whole = whole[0].permute(1, 2, 0).numpy()
+    for tile in (41, 64):
+        np.testing.assert_allclose(model.predict_tiled(ms, pan, tile=tile), whole, atol=1e-5)
+
+
+def test_train_config_sets_the_sensor_model_and_make_panlut_the_ratio():
+    from eff_vision.panlut.training import sample_batch
+
+    imgs = [np.random.default_rng(0).random((64, 64, 3))]
+    base = PanTrainConfig(steps=1, batch=2, patch=32)
+    other = PanTrainConfig(steps=1, batch=2, patch=32, pan_weights=(0.6, 0.2, 0.2),
+                           pan_nonlinearity=0.0, mtf_gain=0.2, noise=0.0)  # fmt: skip
+    ms_a, pan_a, gt_a = sample_batch(imgs, base, 0)
+    ms_b, pan_b, gt_b = sample_batch(imgs, other, 0)
+    assert torch.equal(gt_a, gt_b) and not torch.allclose(pan_a, pan_b)
+    # the PAN of the second config is exactly its linear response of the patch (no noise)
+    want = (gt_b.permute(0, 2, 3, 1).double() @ torch.tensor([0.6, 0.2, 0.2]).double())[:, None]
+    torch.testing.assert_close(pan_b, want.float(), atol=1e-5, rtol=0)
+    for bad in ({"pan_weights": [0.5, 0.5]}, {"pan_weights": ()}, {"mtf_gain": 1.0},
+                {"noise": -0.1}, {"pan_nonlinearity": float("nan")}):  # fmt: skip
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            PanTrainConfig(**bad)
+    assert make_panlut(2).ratio == 2 and make_panlut().ratio == 4
+    assert make_panlut(consistency=True).consistency
+
+
+def test_cli_consistency_model_trains_saves_and_sharpens(tmp_path):
+    from typer.testing import CliRunner
+
+    from eff_vision.cli import app
+
+    runner = CliRunner()
+    js, lut = tmp_path / "rows.json", tmp_path / "lut.pt"
+    res = runner.invoke(
+        app,
+        ["panlut", "--steps", "2", "--consistency", "--save-model", str(lut), "--json", str(js)],
+    )
+    assert res.exit_code == 0, res.output
+    assert "Pan-LUT + consistency" in js.read_text()
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "ms.npy", rng.random((12, 12, 3)).astype(np.float32))
+    np.save(tmp_path / "pan.npy", rng.random((48, 48)).astype(np.float32))
+    out = tmp_path / "out.npy"
+    args = ["panlut", "--model", str(lut), "--ms", str(tmp_path / "ms.npy"), "--pan",
+            str(tmp_path / "pan.npy"), "-o", str(out), "--tile", "41", "--consistency"]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    model = make_panlut(consistency=True)
+    model.load_state_dict(torch.load(lut, weights_only=True))
+    want = model.predict_tiled(np.load(tmp_path / "ms.npy"), np.load(tmp_path / "pan.npy"), tile=48)
+    np.testing.assert_allclose(np.load(out), want, atol=1e-5)

@@ -278,11 +278,20 @@ def panlut_cmd(
     tile: Annotated[
         int, typer.Option("--tile", min=5, help="HR tile size (tiled inference).")
     ] = 512,
+    consistency: Annotated[
+        bool,
+        typer.Option(
+            "--consistency",
+            help="Also train Pan-LUT with the spectral-consistency projection (held-out scenes); "
+            "--save-model then saves that one, and sharpening expects one.",
+        ),
+    ] = False,
     seed: SeedOpt = 0,
     json_path: JsonOpt = None,
 ) -> None:
     """Pan-LUT vs EXP, Brovey, IHS, GSA and PNN-lite under the synthetic Wald protocol; or sharpen
-    ``--ms``/``--pan`` .npy files with a saved model (tiled, memory-mapped: any size)."""
+    ``--ms``/``--pan`` .npy files with a saved model (tiled, memory-mapped: any size; pass the
+    ``--ratio`` and ``--consistency`` it was trained with)."""
     _pin_threads()
     import time
 
@@ -296,7 +305,7 @@ def panlut_cmd(
             raise typer.BadParameter(
                 "sharpening needs --model, --ms, --pan and -o", param_hint="--ms"
             )
-        lut = make_panlut()
+        lut = make_panlut(ratio, consistency=consistency)
         lut.load_state_dict(torch.load(model, weights_only=True))
         ms_arr, pan_arr = np.load(ms, mmap_mode="r"), np.load(pan, mmap_mode="r")
         shape = (pan_arr.shape[0], pan_arr.shape[1], ms_arr.shape[2])
@@ -312,10 +321,12 @@ def panlut_cmd(
                  "MP/s": shape[0] * shape[1] / 1e6 / dt}]  # fmt: skip
         _print_rows("eff vision panlut (sharpen)", rows, json_path)
         return
-    res = experiment(PanLUTReproConfig(steps=steps, ratio=ratio), seed)
+    res = experiment(
+        PanLUTReproConfig(steps=steps, ratio=ratio, consistency_variant=consistency), seed
+    )
     if save_model is not None:
         save_model.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(res["lut"].state_dict(), save_model)
+        torch.save(res["lut_consistency" if consistency else "lut"].state_dict(), save_model)
     _print_rows(
         f"eff vision panlut: {steps} steps, ratio {ratio}, seed {seed} (test: coffee, chelsea)",
         res["rows"],

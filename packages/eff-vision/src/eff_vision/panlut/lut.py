@@ -60,6 +60,7 @@ __all__ = [
     "identity_lut",
     "lut_regularizer",
     "lut_transform",
+    "mtf_degrade",
     "peak_tensor_bytes",
     "tiled_predict",
 ]
@@ -342,6 +343,64 @@ def bicubic_upsample(ms: Tensor, ratio: int) -> Tensor:
     )
 
 
+def _check_mtf_gain(mtf_gain: object) -> float:
+    if isinstance(mtf_gain, bool) or not isinstance(mtf_gain, int | float) or not 0 < mtf_gain < 1:
+        raise ValueError(f"mtf_gain must lie in (0, 1), got {mtf_gain!r}")
+    return float(mtf_gain)
+
+
+def _symmetric_pad(x: Tensor, p: int) -> Tensor:
+    """Pad the last two dims by ``p`` mirroring with the edge repeated (``fedcba|abcdef``):
+    OpenCV's ``BORDER_REFLECT``, which :func:`wald_degrade` uses (torch's "reflect" drops the edge)."""
+    x = torch.cat([x[..., :p].flip(-1), x, x[..., -p:].flip(-1)], dim=-1)
+    return torch.cat([x[..., :p, :].flip(-2), x, x[..., -p:, :].flip(-2)], dim=-2)
+
+
+def mtf_degrade(x: Tensor, ratio: int, mtf_gain: float = 0.3) -> Tensor:
+    """HR [B, C, H, W] → LR [B, C, H/R, W/R]: the Wald protocol's separable Gaussian MTF blur
+    (gain ``mtf_gain`` at the LR Nyquist frequency, kernel 4R+1, mirrored borders) and decimation
+    at phase R//2 — :func:`eff_vision.data.pansharpen.wald_degrade`'s MS path without its noise,
+    in torch (differentiable). Needs H, W ≥ 2R."""
+    from eff_vision.data.pansharpen import mtf_kernel
+
+    ratio = _check_ratio(ratio)
+    c, half = x.shape[1], 2 * ratio
+    if min(x.shape[-2:]) < half:
+        raise ValueError(f"mtf_degrade needs H and W >= 2*ratio = {half}, got {tuple(x.shape)}")
+    k = torch.as_tensor(
+        mtf_kernel(ratio, _check_mtf_gain(mtf_gain)), dtype=x.dtype, device=x.device
+    )
+    y = _symmetric_pad(x, half)
+    y = F.conv2d(y, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
+    y = F.conv2d(y, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+    return y[:, :, ratio // 2 :: ratio, ratio // 2 :: ratio]
+
+
+def consistency_halo(sd_halo: int, ratio: int) -> int:
+    """HR halo of the projected model: bicubic of the LR correction (2 LR px) + the MTF blur
+    around each LR sample (2R HR px, i.e. 2 LR px) + the SDLUTs, in whole LR pixels."""
+    return ratio * (4 + math.ceil(sd_halo / ratio))
+
+
+def _project(model: nn.Module, out: Tensor, ms_lr: Tensor | None) -> Tensor:
+    """Spectral-consistency projection (``consistency=True``): out + up(ms_lr − degrade(out)),
+    clamped, so that the sharpened image re-degrades to the observed MS (Wald's consistency
+    property). The low frequencies then come from the MS and only the LUTs' high-frequency detail
+    remains: a LUT mapping learned on other colours cannot shift the colours of a new scene."""
+    if not model.consistency:
+        return out
+    if ms_lr is None:
+        raise ValueError(
+            "consistency=True projects onto the LR MS: call forward(ms_lr, pan) with upsample=True"
+        )
+    r = model.ratio
+    corr = F.interpolate(
+        ms_lr - mtf_degrade(out, r, model.mtf_gain), scale_factor=r, mode="bicubic",
+        align_corners=False,
+    )  # fmt: skip
+    return torch.clamp(out + corr, 0, 1)
+
+
 def _check_ratio(ratio: object) -> int:
     if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio < 1:
         raise ValueError(f"ratio must be a positive integer, got {ratio!r}")
@@ -368,6 +427,8 @@ class PanLUT(nn.Module):
         pg_out_channels: int | None = None,
         reg_weight: float = 0.0,
         sd_mode: Literal["chain", "mean"] = "chain",
+        consistency: bool = False,
+        mtf_gain: float = 0.3,
     ) -> None:
         super().__init__()
         if isinstance(n_bands, bool) or not isinstance(n_bands, int) or not 1 <= n_bands <= 4:
@@ -381,6 +442,10 @@ class PanLUT(nn.Module):
         if reg_weight < 0:
             raise ValueError(f"reg_weight must be >= 0, got {reg_weight!r}")
         self.reg_weight = reg_weight
+        if not isinstance(consistency, bool):
+            raise ValueError(f"consistency must be True or False, got {consistency!r}")
+        self.consistency = consistency
+        self.mtf_gain = _check_mtf_gain(mtf_gain)
 
     @property
     def impl(self) -> Impl:
@@ -394,8 +459,12 @@ class PanLUT(nn.Module):
 
     @property
     def halo(self) -> int:
-        """HR pixels of context per side that the pointwise PGLUT/AOLUT and the SDLUTs need."""
-        return self.sd.halo
+        """HR pixels of context per side: the SDLUTs' (the PGLUT/AOLUT are pointwise); with
+        ``consistency`` also the projection's (MTF blur 2R + bicubic of the LR correction 2 LR px),
+        rounded up to whole LR pixels so that tiles keep the decimation phase."""
+        if not self.consistency:
+            return self.sd.halo
+        return consistency_halo(self.sd.halo, self.ratio)
 
     def _check_inputs(self, ms: Tensor, pan: Tensor, upsample: bool) -> None:
         _check_unit("ms", ms)
@@ -422,17 +491,20 @@ class PanLUT(nn.Module):
                 f"pan spatial size must be {r} × the ms size: ms {tuple(ms.shape)}, pan {tuple(pan.shape)}"
             )
 
-    def fuse(self, ms_up: Tensor, pan: Tensor) -> Tensor:
-        """The LUT pipeline on already upsampled MS (no checks)."""
+    def fuse(self, ms_up: Tensor, pan: Tensor, ms_lr: Tensor | None = None) -> Tensor:
+        """The LUT pipeline on already upsampled MS (no checks); with ``consistency`` followed by
+        the projection onto the LR MS ``ms_lr`` (required then)."""
         x = torch.clamp(self.pg(torch.cat([ms_up, pan], dim=1)), 0, 1)
         x = self.sd(x)
-        return torch.clamp(self.ao(x), 0, 1)
+        out = torch.clamp(self.ao(x), 0, 1)
+        return _project(self, out, ms_lr)
 
     def forward(self, ms: Tensor, pan: Tensor, upsample: bool = True) -> Tensor:
-        """ms: LR [B, n_bands, h, w] (or already upsampled with ``upsample=False``), pan [B, 1, H, W]."""
+        """ms: LR [B, n_bands, h, w] (or already upsampled with ``upsample=False``, not allowed
+        with ``consistency``, which needs the LR MS), pan [B, 1, H, W]."""
         self._check_inputs(ms, pan, upsample)
         ms_up = bicubic_upsample(ms, self.ratio) if upsample else ms
-        return self.fuse(ms_up, pan)
+        return self.fuse(ms_up, pan, ms if upsample else None)
 
     def regularizer(self) -> Tensor:
         """reg_weight·(regulariser of every LUT); 0 for identity tables."""
@@ -477,6 +549,7 @@ class BakedPanLUT(nn.Module):
             q = torch.clamp(torch.round(lut.detach() * 255), 0, 255).to(torch.uint8)
             self.register_buffer(f"{name}_q", q)
         self._check_inputs = model._check_inputs
+        self.consistency, self.mtf_gain = model.consistency, model.mtf_gain
 
     @staticmethod
     def _nearest(x: Tensor, q: Tensor) -> Tensor:
@@ -487,15 +560,15 @@ class BakedPanLUT(nn.Module):
         vals = q.reshape(c, -1)[:, flat_idx.reshape(-1)]
         return (vals.to(torch.float32) / 255.0).reshape(c, b, h, w).permute(1, 0, 2, 3)
 
-    def fuse(self, ms_up: Tensor, pan: Tensor) -> Tensor:
+    def fuse(self, ms_up: Tensor, pan: Tensor, ms_lr: Tensor | None = None) -> Tensor:
         x = self._nearest(torch.cat([ms_up, pan], dim=1), self.pg_q)
-        return self._nearest(self.sd(x), self.ao_q)
+        return _project(self, self._nearest(self.sd(x), self.ao_q), ms_lr)
 
     @torch.no_grad()
     def forward(self, ms: Tensor, pan: Tensor, upsample: bool = True) -> Tensor:
         self._check_inputs(ms, pan, upsample)
         ms_up = bicubic_upsample(ms, self.ratio) if upsample else ms
-        return self.fuse(ms_up, pan)
+        return self.fuse(ms_up, pan, ms if upsample else None)
 
     @torch.no_grad()
     def predict_tiled(
@@ -559,16 +632,22 @@ def tiled_predict(
             # LR crop with the bicubic + model halo, clipped to the image
             a0, a1 = max(0, ly - lr_halo), min(h, ly1 + lr_halo)
             b0, b1 = max(0, lx - lr_halo), min(w, lx1 + lr_halo)
-            ms_crop = np.ascontiguousarray(ms_lr[a0:a1, b0:b1], dtype=np.float32)
+            ms_crop = np.array(ms_lr[a0:a1, b0:b1], dtype=np.float32)  # a writable copy (memmaps)
             _check_np_unit("ms_lr", ms_crop)
             up = bicubic_upsample(torch.from_numpy(ms_crop).permute(2, 0, 1)[None], r)
             # HR region = tile + halo, clipped to the image; its offset inside the upsampled crop
             y0, y1 = max(0, r * ly - halo), min(big_h, r * ly1 + halo)
             x0, x1 = max(0, r * lx - halo), min(big_w, r * lx1 + halo)
             up = up[:, :, y0 - r * a0 : y1 - r * a0, x0 - r * b0 : x1 - r * b0]
-            pan_crop = np.ascontiguousarray(pan[y0:y1, x0:x1], dtype=np.float32)
+            pan_crop = np.array(pan[y0:y1, x0:x1], dtype=np.float32)
             _check_np_unit("pan", pan_crop)
-            fused = fuse(up, torch.from_numpy(pan_crop)[None, None])
+            pan_t = torch.from_numpy(pan_crop)[None, None]
+            if getattr(model, "consistency", False):  # the LR MS of the region (LR-aligned halo)
+                lr = torch.from_numpy(ms_crop).permute(2, 0, 1)[None]
+                lr = lr[:, :, y0 // r - a0 : y1 // r - a0, x0 // r - b0 : x1 // r - b0]
+                fused = fuse(up, pan_t, lr)
+            else:
+                fused = fuse(up, pan_t)
             iy, ix = r * ly - y0, r * lx - x0
             core = fused[0, :, iy : iy + r * (ly1 - ly), ix : ix + r * (lx1 - lx)]
             out[r * ly : r * ly1, r * lx : r * lx1] = core.permute(1, 2, 0).numpy()

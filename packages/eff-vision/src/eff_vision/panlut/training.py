@@ -29,6 +29,12 @@ __all__ = ["PanTrainConfig", "evaluate", "sample_batch", "train_pansharpener"]
 
 @dataclass(frozen=True)
 class PanTrainConfig:
+    """Training settings. The degradation of the training patches is the sensor model the
+    pan-sharpener learns to invert; set it to the target sensor's: ``pan_weights`` (the PAN
+    spectral response, one weight per MS band), ``pan_nonlinearity`` (the weight of the
+    sqrt(first·last band) term), ``mtf_gain`` (MS MTF gain at the LR Nyquist frequency) and
+    ``noise`` (std on PAN and MS); the defaults are :func:`wald_degrade`'s."""
+
     steps: int = 600
     batch: int = 4
     patch: int = 48
@@ -36,6 +42,10 @@ class PanTrainConfig:
     ratio: int = 4
     hflip: bool = True
     seed: int = 0
+    pan_weights: tuple[float, ...] = (0.25, 0.45, 0.30)
+    pan_nonlinearity: float = 0.3
+    mtf_gain: float = 0.3
+    noise: float = 0.005
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch", "patch", "ratio"):
@@ -48,6 +58,25 @@ class PanTrainConfig:
             )
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        w = self.pan_weights
+        if (
+            not isinstance(w, tuple)
+            or not w
+            or not all(isinstance(v, int | float) and math.isfinite(v) for v in w)
+        ):
+            raise ValueError(
+                f"pan_weights must be a non-empty tuple of finite floats (one per band), got {w!r}"
+            )
+        if not (
+            isinstance(self.pan_nonlinearity, int | float) and math.isfinite(self.pan_nonlinearity)
+        ):
+            raise ValueError(
+                f"pan_nonlinearity must be a finite float, got {self.pan_nonlinearity!r}"
+            )
+        if not 0 < self.mtf_gain < 1:
+            raise ValueError(f"mtf_gain must lie in (0, 1), got {self.mtf_gain!r}")
+        if not self.noise >= 0:
+            raise ValueError(f"noise must be >= 0, got {self.noise!r}")
 
 
 def sample_batch(
@@ -66,7 +95,11 @@ def sample_batch(
         if cfg.hflip and rng.random() < 0.5:
             gt = gt[:, ::-1]
         gt = np.ascontiguousarray(gt)
-        ms, pan = wald_degrade(gt, r, seed=derive_seed(cfg.seed, step, i))
+        ms, pan = wald_degrade(
+            gt, r, mtf_gain=cfg.mtf_gain, pan_weights=cfg.pan_weights,
+            pan_nonlinearity=cfg.pan_nonlinearity, noise=cfg.noise,
+            seed=derive_seed(cfg.seed, step, i),
+        )  # fmt: skip
         ms_l.append(ms)
         pan_l.append(pan)
         gt_l.append(gt)
