@@ -78,3 +78,61 @@ def test_runner_fedavg_on_torch_states_with_a_model_hook():
     torch.testing.assert_close(w, init["weight"] + 8 / 3)
     assert 0.0 <= float(res.final_state["bias"]) <= 1.0
     assert res.comm[0].upload_bytes == 4 * 4
+
+
+def test_threads_restores_the_previous_count_as_context_and_decorator():
+    from eff_shared.torch import threads
+
+    torch.set_num_threads(2)
+    with threads(1):
+        assert torch.get_num_threads() == 1
+        with threads(3):
+            assert torch.get_num_threads() == 3
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 2
+
+    @threads(1)
+    def inside() -> int:
+        return torch.get_num_threads()
+
+    assert inside() == 1 and torch.get_num_threads() == 2
+    with pytest.raises(RuntimeError), threads(1):
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == 2
+    for bad, exc in ((0, ValueError), (1.5, TypeError), (True, TypeError)):
+        with pytest.raises(exc, match="n must be"):
+            threads(bad)
+
+
+def test_seeded_forks_the_global_stream_and_derives_keyed_seeds():
+    from eff_shared.seeding import derive_seed
+    from eff_shared.torch import seeded, torch_generator
+
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    with seeded(7):
+        a = torch.rand(4)
+    assert torch.equal(torch.rand(3), expected_next), "the caller's stream must be untouched"
+    torch.manual_seed(7)
+    assert torch.equal(a, torch.rand(4)), "seeded(s) without keys is manual_seed(s)"
+    with seeded(7, 2, 5):
+        b = torch.rand(4)
+    torch.manual_seed(derive_seed(7, 2, 5))
+    assert torch.equal(b, torch.rand(4)) and not torch.equal(a, b)
+
+    @seeded(7)
+    def draw() -> torch.Tensor:
+        return torch.rand(4)
+
+    assert torch.equal(draw(), a)
+    assert torch.equal(
+        torch.rand(2, generator=torch_generator(7)),
+        torch.rand(2, generator=torch.Generator().manual_seed(7)),
+    )
+    g = torch_generator(7, 2, 5)
+    assert torch.equal(torch.rand(4, generator=g), b)
+    with pytest.raises(ValueError, match="keys"):
+        torch_generator(np.random.default_rng(0), 1)
+    with pytest.raises(ValueError, match="seed"):
+        seeded(-1)

@@ -196,3 +196,62 @@ def test_plot_file_names_are_portable(tmp_path, monkeypatch):
     )
     report.write_plots([r], tmp_path)
     assert [p.name for p in paths] == ["llm.pm.m_vs_n.png"]
+
+
+def test_number_checks_return_the_value_and_name_the_argument():
+    from eff_shared.errors import check_bool, check_int, check_real, finite_array
+
+    assert check_int("n", np.int64(3), minimum=1) == 3 and type(check_int("n", 3)) is int
+    for bad, exc, msg in ((0, ValueError, r"n must be an integer in \[1, inf\], got 0"),
+                          (2.0, TypeError, "n must be an int, got float"),
+                          (True, TypeError, "got bool")):  # fmt: skip
+        with pytest.raises(exc, match=msg):
+            check_int("n", bad, minimum=1)
+    with pytest.raises(ValueError, match=r"\[0, 4\]"):
+        check_int("k", 5, 0, 4)
+    assert check_real("lr", np.float32(0.5)) == 0.5 and check_real("lr", 2) == 2.0
+    for bad, exc in (
+        (math.nan, ValueError),
+        (math.inf, ValueError),
+        ("1", TypeError),
+        (False, TypeError),
+    ):
+        with pytest.raises(exc, match="lr must be"):
+            check_real("lr", bad)
+    with pytest.raises(ValueError, match=r"lr must lie in \[0, 1\], got 2"):
+        check_real("lr", 2.0, 0.0, 1.0)
+    assert check_bool("flag", False) is False
+    with pytest.raises(TypeError, match="flag must be True or False"):
+        check_bool("flag", 1)
+    arr = finite_array("x", [[1, 2], [3, 4]], ndim=2)
+    assert arr.dtype == np.float64 and arr.shape == (2, 2)
+    with pytest.raises(ValueError, match="x must be 1-D or 3-D"):
+        finite_array("x", arr, ndim=(1, 3))
+    with pytest.raises(ValueError, match="finite"):
+        finite_array("x", [1.0, math.nan])
+    with pytest.raises(TypeError, match="numeric array"):
+        finite_array("x", ["a", object()])
+
+
+def test_print_rows_table_json_and_parse_csv(tmp_path, capsys):
+    from rich.console import Console
+
+    rows = [{"method": "A", "acc": 0.91234567}, {"method": "B", "acc": np.float32(0.5), "n": 3}]
+    path = tmp_path / "sub" / "rows.json"
+    report.print_rows("title here", rows, path, extra={"seed": 0},
+                      console=Console(width=120, force_terminal=False))  # fmt: skip
+    out = capsys.readouterr().out
+    assert "title here" in out and "0.9123" in out and "n" in out
+    data = json.loads(path.read_text())
+    assert data["seed"] == 0 and data["rows"][1]["acc"] == 0.5 and data["rows"][1]["n"] == 3
+    table = report.rows_table("t", rows, columns=["acc"])
+    assert [c.header for c in table.columns] == ["acc"] and table.row_count == 2
+    assert report.parse_csv("1, 2,,3", int, name="--k") == [1, 2, 3]
+    assert report.parse_csv(["a,b", "c"]) == ["a", "b", "c"]
+    assert report.parse_csv("x", allowed=("x", "y")) == ["x"]
+    with pytest.raises(ValueError, match="--k: 'z' is not a valid int"):
+        report.parse_csv("1,z", int, name="--k")
+    with pytest.raises(ValueError, match="--m must be a comma-separated list of x, y; got 'q'"):
+        report.parse_csv("x,q", name="--m", allowed=("x", "y"))
+    with pytest.raises(ValueError, match="needs at least one value"):
+        report.parse_csv(" , ", name="--m")

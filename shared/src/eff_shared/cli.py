@@ -157,14 +157,10 @@ def _torch_threads(n: int) -> Iterator[None]:
     if n <= 0 or importlib.util.find_spec("torch") is None:
         yield
         return
-    import torch  # the optional `torch` extra: only present with a torch domain package
+    from eff_shared.torch import threads  # imports torch: only present with a torch package
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
+    with threads(n):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _check_writable(path: Path, flag: str, *, is_dir: bool) -> None:

@@ -7,16 +7,21 @@ never deep inside numpy or torch. These helpers keep those messages uniform.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
     "EffError",
     "ReproductionError",
+    "check_bool",
     "check_choice",
     "check_fraction",
+    "check_int",
     "check_positive",
+    "check_real",
     "check_type",
+    "finite_array",
 ]
 
 
@@ -59,6 +64,61 @@ def check_fraction(name: str, value: Any, *, closed: bool = True) -> None:
     if not ok:
         interval = "[0, 1]" if closed else "(0, 1)"
         raise ValueError(f"{name} must lie in {interval}, got {value!r}")
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value``; ``TypeError`` unless it is a ``bool`` (not 0/1 or a string)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_int(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as ``int``: ``TypeError`` unless it is an integer (numpy integers too, not
+    bool), ``ValueError`` outside ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        lo = "-inf" if minimum is None else str(minimum)
+        hi = "inf" if maximum is None else str(maximum)
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value}")
+    return value
+
+
+def check_real(
+    name: str, value: Any, minimum: float | None = None, maximum: float | None = None
+) -> float:
+    """Return ``value`` as a finite ``float``: ``TypeError`` for a non-number (or bool),
+    ``ValueError`` for NaN/inf or outside ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        lo = "-inf" if minimum is None else f"{minimum:g}"
+        hi = "inf" if maximum is None else f"{maximum:g}"
+        raise ValueError(f"{name} must lie in [{lo}, {hi}], got {value:g}")
+    return value
+
+
+def finite_array(name: str, value: Any, ndim: int | tuple[int, ...] | None = None) -> Any:
+    """``value`` as a float64 numpy array: ``TypeError`` if it is not numeric, ``ValueError`` if
+    its rank is not ``ndim`` (one or several) or it holds NaN/inf."""
+    import numpy as np  # lazily: the CLI's start-up imports this module
+
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}") from None
+    allowed = (ndim,) if isinstance(ndim, int) else ndim
+    if allowed is not None and arr.ndim not in allowed:
+        ranks = " or ".join(f"{d}-D" for d in allowed)
+        raise ValueError(f"{name} must be {ranks}, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    return arr
 
 
 def _type_names(types: type | tuple[type, ...]) -> str:

@@ -7,7 +7,7 @@ import json
 import math
 import re
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +23,20 @@ __all__ = [
     "headline_status",
     "json_default",
     "ledger_markdown",
+    "parse_csv",
     "plot_series",
     "plots_available",
     "print_results",
+    "print_rows",
     "result_table",
+    "rows_table",
     "summary_line",
     "write_json",
     "write_ledger",
     "write_markdown",
     "write_plots",
     "write_report",
+    "write_rows_json",
 ]
 
 
@@ -130,17 +134,87 @@ def summary_line(results: Sequence[Result]) -> str:
     return " · ".join(parts)
 
 
+def rows_table(
+    title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None
+) -> Table:
+    """Rows (one dict each) as a rich table: ``columns``, or every key in first-seen order;
+    cells through :func:`format_value` (a missing key is an empty cell)."""
+    cols = list(columns) if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
+    table = Table(title=title)
+    for col in cols:
+        table.add_column(str(col))
+    for row in rows:
+        table.add_row(*(format_value(row.get(col, "")) for col in cols))
+    return table
+
+
 def result_table(result: Result) -> Table | None:
     """The method-vs-baseline table of one result, if it has one."""
     if not result.table:
         return None
-    columns = list(dict.fromkeys(k for row in result.table for k in row))
-    table = Table(title=f"{result.name} ({result.mode}, seed {result.seed})")
-    for col in columns:
-        table.add_column(col)
-    for row in result.table:
-        table.add_row(*(format_value(row.get(col, "")) for col in columns))
-    return table
+    return rows_table(f"{result.name} ({result.mode}, seed {result.seed})", result.table)
+
+
+def write_rows_json(
+    path: str | Path, rows: Sequence[Mapping[str, Any]], extra: Mapping[str, Any] | None = None
+) -> Path:
+    """Write ``{"rows": rows, **extra}`` as indented JSON (numpy values converted; parent
+    directories created); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"rows": list(rows), **(extra or {})}
+    path.write_text(json.dumps(payload, indent=2, default=_json_or_str) + "\n")
+    return path
+
+
+def print_rows(
+    title: str,
+    rows: Sequence[Mapping[str, Any]],
+    json_path: str | Path | None = None,
+    *,
+    extra: Mapping[str, Any] | None = None,
+    columns: Sequence[str] | None = None,
+    console: Console | None = None,
+) -> None:
+    """What every domain CLI prints: ``rows`` as one table (:func:`rows_table`), and with
+    ``json_path`` the rows (and ``extra``) written there (:func:`write_rows_json`)."""
+    import sys
+
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    console.print(rows_table(title, rows, columns))
+    if json_path is not None:
+        write_rows_json(json_path, rows, extra)
+
+
+def parse_csv(
+    text: str | Sequence[str],
+    kind: Callable[[str], Any] = str,
+    *,
+    name: str = "value",
+    allowed: Sequence[Any] | None = None,
+) -> list[Any]:
+    """``"a, b,c"`` (or several such strings, as a repeated option gives) → ``[kind(a), ...]``;
+    ``ValueError`` naming ``name`` for an empty list, a token ``kind`` rejects, or one outside
+    ``allowed``. CLIs turn it into their usage error."""
+    joined = text if isinstance(text, str) else ",".join(text)
+    out = []
+    for token in (t.strip() for t in joined.split(",")):
+        if not token:
+            continue
+        try:
+            value = kind(token)
+        except (TypeError, ValueError):
+            what = getattr(kind, "__name__", "value")
+            raise ValueError(f"{name}: {token!r} is not a valid {what}") from None
+        if allowed is not None and value not in allowed:
+            raise ValueError(
+                f"{name} must be a comma-separated list of {', '.join(map(str, allowed))}; "
+                f"got {token!r}"
+            )
+        out.append(value)
+    if not out:
+        raise ValueError(f"{name} needs at least one value, got {joined!r}")
+    return out
 
 
 def write_json(results: Sequence[Result], path: str | Path) -> Path:
@@ -153,6 +227,13 @@ def write_json(results: Sequence[Result], path: str | Path) -> Path:
     }
     path.write_text(json.dumps(payload, indent=2, default=json_default) + "\n")
     return path
+
+
+def _json_or_str(obj: Any) -> Any:
+    try:
+        return json_default(obj)
+    except TypeError:
+        return str(obj)  # paths, dtypes, enums in CLI rows
 
 
 def json_default(obj: Any) -> Any:

@@ -1,4 +1,6 @@
-"""torch helpers: device and dtype choice, parameter counts, state-dict conversion.
+"""torch helpers: device and dtype choice, parameter counts, state-dict conversion, and the
+runtime helpers every torch package uses — :func:`threads` (intra-op threads, restored) and
+:func:`seeded` / :func:`torch_generator` (torch random streams from ``derive_seed``).
 
 Imported only by torch packages (eff-llm, eff-kernels, eff-vision, eff-graph, eff-rl): eff-shared
 itself installs without torch, so this module is the one place in the core that imports it
@@ -7,6 +9,7 @@ itself installs without torch, so this module is the one place in the core that 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -14,7 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
+from eff_shared.seeding import derive_seed
 
 __all__ = [
     "choose_device",
@@ -23,7 +27,9 @@ __all__ = [
     "model_hook",
     "numpy_to_state",
     "pin_threads",
+    "seeded",
     "state_to_numpy",
+    "threads",
     "torch_generator",
 ]
 
@@ -85,16 +91,72 @@ def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
 
 
 def pin_threads(n: int = 1) -> None:
-    """Pin torch's intra-op threads (tests and CLIs on shared 2-core machines use 1)."""
-    torch.set_num_threads(n)
+    """Set torch's intra-op threads for the rest of the process (a CLI's entry point; use
+    :func:`threads` to set them for a block or a function and restore them afterwards)."""
+    torch.set_num_threads(check_int("n", n, minimum=1))
+
+
+class threads(contextlib.ContextDecorator):
+    """``with threads(1): ...`` or ``@threads(1)``: torch's intra-op threads set to ``n`` inside,
+    the previous value restored after (also on error). The tiny CPU-scale reproductions are many
+    times slower with one thread per core on a shared machine, and one thread keeps their
+    numbers independent of the machine."""
+
+    def __init__(self, n: int = 1) -> None:
+        self.n = check_int("n", n, minimum=1)
+        self._before: list[int] = []
+
+    def __enter__(self) -> threads:
+        self._before.append(torch.get_num_threads())
+        torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self._before.pop())
+
+
+def _stream_seed(seed: int, keys: tuple[int, ...]) -> int:
+    """``seed`` itself without keys (so ``seeded(s)`` is ``manual_seed(s)``), else
+    ``derive_seed(seed, *keys)``."""
+    if not keys:
+        return check_int("seed", seed, minimum=0)
+    return derive_seed(seed, *keys)
+
+
+class seeded(contextlib.ContextDecorator):
+    """``with seeded(seed, *keys): ...`` (or as a decorator): torch's global RNG — the CPU one and,
+    when CUDA is available, the current device's — forked and seeded with ``seed`` (no keys) or
+    ``derive_seed(seed, *keys)``; the caller's stream is untouched afterwards. For parameter
+    initialisation and dropout that must not depend on what ran before."""
+
+    def __init__(self, seed: int, *keys: int) -> None:
+        self.seed = _stream_seed(seed, keys)
+        self._forks: list[contextlib.AbstractContextManager[None]] = []
+
+    def __enter__(self) -> seeded:
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        fork = torch.random.fork_rng(devices=devices)
+        fork.__enter__()
+        self._forks.append(fork)
+        torch.manual_seed(self.seed)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._forks.pop().__exit__(*exc)
 
 
 def torch_generator(
-    rng: np.random.Generator, device: str | torch.device = "cpu"
+    seed: int | np.random.Generator, *keys: int, device: str | torch.device = "cpu"
 ) -> torch.Generator:
-    """A ``torch.Generator`` seeded from a numpy generator (the federated runner hands out numpy ones)."""
+    """A ``torch.Generator`` for the stream ``(seed, *keys)`` (seeded with ``seed`` itself when
+    there are no keys), or drawn from a numpy generator (the federated runner hands those out)."""
     gen = torch.Generator(device=device)
-    gen.manual_seed(int(rng.integers(0, 2**63 - 1)))
+    if isinstance(seed, np.random.Generator):
+        if keys:
+            raise ValueError("keys are only allowed with an int seed, not a numpy Generator")
+        gen.manual_seed(int(seed.integers(0, 2**63 - 1)))
+    else:
+        gen.manual_seed(_stream_seed(seed, keys))
     return gen
 
 
