@@ -31,11 +31,15 @@ form we could not read; ours follows image-adaptive 3D-LUT (Zeng et al.): square
 (TV) of the table's deviation from the identity plus a monotonicity penalty relu(−Δ) of each output
 along its own input axis; both are 0 for an identity LUT.
 
-**Speed** (spec "Performance"): on a CPU in PyTorch a LUT is a gather-bound op. ``impl="gather"`` (the
-default; exact) gathers the 2^n corners with ``F.embedding``; ``impl="grid"`` evaluates n = 4, 5 LUTs
-with ``F.grid_sample`` on a 3-D volume whose paired axes are flattened (d·d), two blended calls per
-flattened pair (float32 coordinate rounding, ~1e-5); :meth:`PanLUT.bake` gives a uint8,
-nearest-lookup path for PGLUT and AOLUT.
+**Speed** (spec "Performance"; issue #25): in PyTorch a LUT is a gather-bound op. ``impl="gather"``
+(the default; exact, the reference) gathers the 2^n corners with ``F.embedding``; ``impl="grid"``
+evaluates n = 4, 5 LUTs with ``F.grid_sample`` on a 3-D volume whose paired axes are flattened
+(d·d), two blended calls per flattened pair (float32 coordinate rounding, ~1e-5) — both
+differentiable, for training. ``impl="fused"`` is the inference path: compiled (numba) kernels,
+one pass per LUT stage over a tile, with the reference's float32 arithmetic in the same order, so
+they return what ``"gather"`` returns (:mod:`eff_vision.panlut._fast`; no autograd, float32, CPU).
+:meth:`PanLUT.bake` gives a uint8, nearest-lookup path for PGLUT and AOLUT (``impl="fused"``: the
+same lookups compiled).
 """
 
 from __future__ import annotations
@@ -65,7 +69,8 @@ __all__ = [
     "tiled_predict",
 ]
 
-Impl = Literal["gather", "grid"]
+Impl = Literal["gather", "grid", "fused"]
+IMPLS: tuple[str, ...] = ("gather", "grid", "fused")
 
 # 2×2 neighbourhood taps (di, dj) per rotation; tap 0 is the centre pixel.
 SD_TAPS: dict[int, tuple[tuple[int, int], ...]] = {
@@ -182,7 +187,9 @@ def _grid_core(coords: Tensor, tables: Tensor) -> Tensor:
 
 def lut_transform(x: Tensor, lut: Tensor, impl: Impl = "gather") -> Tensor:
     """Multilinear lookup: x [B, n, H, W] in [0, 1], lut [C, d, …, d] with n grid axes
-    (n = 2..5) → [B, C, H, W]. Differentiable in both x and the LUT values."""
+    (n = 2..5) → [B, C, H, W]. Differentiable in both x and the LUT values, except with
+    ``impl="fused"`` (inference only: float32, no autograd)."""
+    _check_impl(impl)
     _check_unit("x", x)
     if not isinstance(lut, Tensor) or lut.ndim < 3:
         raise ValueError("lut must be a tensor [C, d, ..., d] with at least 2 grid axes")
@@ -195,7 +202,9 @@ def lut_transform(x: Tensor, lut: Tensor, impl: Impl = "gather") -> Tensor:
     return _apply_single(x, lut, impl)
 
 
-def _apply_single(x: Tensor, lut: Tensor, impl: Impl) -> Tensor:
+def _apply_single(x: Tensor, lut: Tensor, impl: Impl, owner: nn.Module | None = None) -> Tensor:
+    if impl == "fused":
+        return _fused_lookup(x, lut, owner)
     b, n, h, w = x.shape
     coords = x.permute(1, 0, 2, 3).reshape(1, n, -1)
     core = _grid_core if impl == "grid" else _lut_core
@@ -229,6 +238,64 @@ def lut_regularizer(lut: Tensor, tv: float = 1.0, monotonic: float = 10.0) -> Te
 
 
 # --------------------------------------------------------------------------------------------
+# The compiled inference path (impl="fused", eff_vision.panlut._fast)
+# --------------------------------------------------------------------------------------------
+
+
+def _check_impl(impl: object, allowed: tuple[str, ...] = IMPLS) -> Impl:
+    if impl not in allowed:
+        raise ValueError(f"impl must be one of {list(allowed)}, got {impl!r}")
+    return impl  # type: ignore[return-value]
+
+
+def _fused_input(x: Tensor, channels: int, *tables: Tensor) -> np.ndarray:
+    """x as the kernels take it (float32, contiguous, CPU numpy); they have no autograd."""
+    if not isinstance(x, Tensor) or x.dtype != torch.float32 or x.device.type != "cpu":
+        got = f"{x.dtype} on {x.device}" if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"impl='fused' takes float32 CPU tensors, got {got}")
+    if x.ndim != 4 or x.shape[1] != channels:
+        raise ValueError(f"x must be [B, {channels}, H, W], got {tuple(x.shape)}")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (x, *tables)):
+        raise ValueError(
+            "impl='fused' is an inference path without autograd: call it under torch.no_grad(), "
+            "or train with impl='gather' / 'grid'"
+        )
+    return np.ascontiguousarray(x.detach().numpy())
+
+
+def _layout(owner: nn.Module | None, name: str, table: Tensor, build: Callable) -> np.ndarray:
+    """``build(table as numpy)``, cached on ``owner`` until the table changes (an in-place update
+    bumps ``_version``; a new tensor or storage misses)."""
+    hit = None if owner is None else owner.__dict__.get(name)
+    key = (table._version, table.data_ptr())
+    if hit is None or hit[0] is not table or hit[1] != key:
+        hit = (table, key, build(table.detach().to("cpu", torch.float32).numpy()))
+        if owner is not None:
+            owner.__dict__[name] = hit
+    return hit[2]
+
+
+def _fused_lookup(x: Tensor, lut: Tensor, owner: nn.Module | None = None) -> Tensor:
+    from eff_vision.panlut import _fast
+
+    n, d = lut.ndim - 1, int(lut.shape[1])
+    xs = _fused_input(x, n, lut)
+    flat = _layout(owner, "_fused_table", lut, _fast.flat_table)
+    return torch.from_numpy(
+        _fast.lut_apply(xs, flat, d, int(lut.shape[0]), _fast.corner_offsets(n, d))
+    )
+
+
+def _fused_sd(sd: SDLUT, x: Tensor) -> Tensor:
+    from eff_vision.panlut import _fast
+
+    xs = _fused_input(x, sd.channels, sd.luts)
+    cells = _layout(sd, "_fused_cells", sd.luts, lambda t: _fast.expand_cells(t[:, :, 0]))
+    taps = np.array([SD_TAPS[r] for r in sd.rotations], np.int64)
+    return torch.from_numpy(_fast.sd_apply(xs, cells, sd.dim, taps, sd.mode == "mean"))
+
+
+# --------------------------------------------------------------------------------------------
 # The three LUT stages
 # --------------------------------------------------------------------------------------------
 
@@ -247,7 +314,7 @@ class PGLUT(nn.Module):
         self.impl: Impl = "gather"
 
     def forward(self, x: Tensor) -> Tensor:
-        return _apply_single(x, self.lut, self.impl)
+        return _apply_single(x, self.lut, self.impl, self)
 
 
 class SDLUT(nn.Module):
@@ -303,6 +370,8 @@ class SDLUT(nn.Module):
         return out.reshape(c, b, h, w).permute(1, 0, 2, 3)
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.impl == "fused":
+            return _fused_sd(self, x)
         if self.mode == "chain":
             for k in range(len(self.rotations)):
                 x = torch.clamp(self.stage(x, k), 0, 1)
@@ -328,7 +397,7 @@ class AOLUT(nn.Module):
         self.impl: Impl = "gather"
 
     def forward(self, x: Tensor) -> Tensor:
-        return _apply_single(x, self.lut, self.impl)
+        return _apply_single(x, self.lut, self.impl, self)
 
 
 # --------------------------------------------------------------------------------------------
@@ -453,9 +522,7 @@ class PanLUT(nn.Module):
 
     @impl.setter
     def impl(self, value: Impl) -> None:
-        if value not in ("gather", "grid"):
-            raise ValueError(f"impl must be one of ['gather', 'grid'], got {value!r}")
-        self.pg.impl = self.sd.impl = self.ao.impl = value
+        self.pg.impl = self.sd.impl = self.ao.impl = _check_impl(value)
 
     @property
     def halo(self) -> int:
@@ -524,9 +591,10 @@ class PanLUT(nn.Module):
             out[f"sdlut{rot}"] = self.sd.luts[k].detach().cpu().numpy().copy()
         return out
 
-    def bake(self) -> BakedPanLUT:
-        """A uint8, nearest-lookup copy of PGLUT and AOLUT (SDLUTs stay multilinear)."""
-        return BakedPanLUT(self)
+    def bake(self, impl: Impl = "gather") -> BakedPanLUT:
+        """A uint8, nearest-lookup copy of PGLUT and AOLUT (SDLUTs stay multilinear); ``impl``
+        ``"gather"`` (torch) or ``"fused"`` (compiled, equal)."""
+        return BakedPanLUT(self, impl)
 
     @torch.no_grad()
     def predict_tiled(
@@ -539,10 +607,13 @@ class PanLUT(nn.Module):
 
 class BakedPanLUT(nn.Module):
     """Inference-only Pan-LUT with PGLUT and AOLUT stored as uint8 and read by nearest lookup
-    (one gather per output instead of 2ⁿ); the SDLUT chain is kept (multilinear)."""
+    (one gather per output instead of 2ⁿ); the SDLUT chain is kept (multilinear). ``impl``:
+    ``"gather"`` (torch, the reference) or ``"fused"`` (the same lookups compiled, and the SDLUT
+    chain through the fused kernel: equal to the reference)."""
 
-    def __init__(self, model: PanLUT) -> None:
+    def __init__(self, model: PanLUT, impl: Impl = "gather") -> None:
         super().__init__()
+        self.impl = _check_impl(impl, ("gather", "fused"))
         self.ratio, self.n_bands, self.halo = model.ratio, model.n_bands, model.halo
         self.sd = model.sd
         for name, lut in (("pg", model.pg.lut), ("ao", model.ao.lut)):
@@ -560,9 +631,21 @@ class BakedPanLUT(nn.Module):
         vals = q.reshape(c, -1)[:, flat_idx.reshape(-1)]
         return (vals.to(torch.float32) / 255.0).reshape(c, b, h, w).permute(1, 0, 2, 3)
 
+    @staticmethod
+    def _nearest_fused(x: Tensor, q: Tensor) -> Tensor:
+        from eff_vision.panlut import _fast
+
+        xs = _fused_input(x, q.ndim - 1)
+        values = (torch.arange(256).to(torch.uint8).to(torch.float32) / 255.0).numpy()
+        flat = q.reshape(q.shape[0], -1).cpu().numpy()
+        return torch.from_numpy(_fast.nearest_apply(xs, flat, int(q.shape[1]), values))
+
     def fuse(self, ms_up: Tensor, pan: Tensor, ms_lr: Tensor | None = None) -> Tensor:
-        x = self._nearest(torch.cat([ms_up, pan], dim=1), self.pg_q)
-        return _project(self, self._nearest(self.sd(x), self.ao_q), ms_lr)
+        fused = self.impl == "fused"
+        nearest = self._nearest_fused if fused else self._nearest
+        x = nearest(torch.cat([ms_up, pan], dim=1), self.pg_q)
+        x = _fused_sd(self.sd, x) if fused else self.sd(x)
+        return _project(self, nearest(x, self.ao_q), ms_lr)
 
     @torch.no_grad()
     def forward(self, ms: Tensor, pan: Tensor, upsample: bool = True) -> Tensor:
