@@ -140,7 +140,7 @@ def test_eq2_proposal_distribution():
 
 
 def test_exact_proposal_is_a_distribution_and_reduces_to_dm_without_cache():
-    from eff_llm.omnidraft import _DraftPolicy, _ModelDrafter
+    from eff_llm.omnidraft.decoding import _DraftPolicy, _ModelDrafter
 
     _, drafter = tiny_models()
     tok_t, tok_d = tiny_tokenizers()
