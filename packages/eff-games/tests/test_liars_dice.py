@@ -69,8 +69,8 @@ def test_default_game_is_openspiels_default_and_cached():
 @pytest.mark.parametrize(
     ("kw", "err", "match"),
     [
-        ({"dice_sides": 1}, ValueError, "dice_sides must be in 2..10"),
-        ({"dice_sides": 11}, ValueError, "dice_sides must be in 2..10"),
+        ({"dice_sides": 1}, ValueError, r"dice_sides must be an integer in \[2, 10\]"),
+        ({"dice_sides": 11}, ValueError, r"dice_sides must be an integer in \[2, 10\]"),
         ({"dice_sides": 4.0}, TypeError, "dice_sides must be an int"),
         ({"numdice": 2}, ValueError, "numdice must be 1"),
         ({"players": 3}, ValueError, "players must be 2"),

@@ -28,7 +28,6 @@ p's update in iteration t, and turned back into a behavioural strategy per infos
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,6 +37,7 @@ import numpy as np
 from eff_games import kernels
 from eff_games.efg import EFG
 from eff_games.policy import TabularPolicy
+from eff_shared.errors import check_int, check_positive, check_real
 
 __all__ = [
     "CFRPlusSolver",
@@ -49,19 +49,6 @@ __all__ = [
     "PCFRPlusSolver",
     "Solver",
 ]
-
-
-def _check_real(
-    name: str, value: object, *, minimum: float | None = 0.0, strict: bool = False
-) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if minimum is not None and (v <= minimum if strict else v < minimum):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {value!r}")
-    return v
 
 
 class Solver:
@@ -94,10 +81,7 @@ class Solver:
 
     def step(self, n: int = 1) -> Solver:
         """Run ``n`` iterations; returns ``self``."""
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"n must be an int, got {type(n).__name__}")
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
+        n = check_int("n", n, minimum=1)
         if self.backend == "numba":
             self._bind()
             self._steps_compiled(self.iteration + 1, n)
@@ -367,7 +351,7 @@ class DCFRConfig:
 
     def __post_init__(self) -> None:
         for name in ("alpha", "beta", "gamma"):
-            object.__setattr__(self, name, _check_real(name, getattr(self, name), minimum=None))
+            object.__setattr__(self, name, check_real(name, getattr(self, name)))
 
 
 class DCFRSolver(_AveragingSolver):
@@ -426,8 +410,9 @@ class MMDConfig:
     tau: float = 0.01
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "eta", _check_real("eta", self.eta, strict=True))
-        object.__setattr__(self, "tau", _check_real("tau", self.tau))
+        object.__setattr__(self, "eta", check_real("eta", self.eta))
+        check_positive("eta", self.eta)
+        object.__setattr__(self, "tau", check_real("tau", self.tau, minimum=0.0))
 
 
 class MMDSolver(Solver):

@@ -23,7 +23,7 @@ from eff_games.policy import uniform_policy
 from eff_games.solve import ALGORITHMS, ROW_KEYS, compare, payload, resolve_checkpoints, solve
 from eff_games.svg import write_svg
 from eff_shared.cli import domain_app, print_package_info
-from eff_shared.report import format_value, plot_series
+from eff_shared.report import parse_csv, plot_series, print_rows
 
 app = domain_app("eff-games", info=False)
 
@@ -66,22 +66,12 @@ def _load(game: str, openspiel: bool) -> EFG:
 
 
 def _checkpoints(iterations: int, checkpoints: str | None, every: int | None) -> list[int]:
-    parsed = None
-    if checkpoints is not None:
-        try:
-            parsed = [int(c) for c in checkpoints.split(",") if c.strip()]
-        except ValueError:
-            raise ValueError(
-                f"--checkpoints must be comma-separated ints, got {checkpoints!r}"
-            ) from None
+    parsed = None if checkpoints is None else parse_csv(checkpoints, int, name="--checkpoints")
     return resolve_checkpoints(iterations, parsed, every)
 
 
-def _print_rows(rows: list[dict[str, Any]]) -> None:
-    cells = [list(ROW_KEYS)] + [[format_value(r[k]) for k in ROW_KEYS] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(ROW_KEYS))]
-    for line in cells:
-        typer.echo("  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)))
+def _print_rows(game: EFG, rows: list[dict[str, Any]]) -> None:
+    print_rows(f"{game.name}: exploitability at the checkpoints", rows, columns=ROW_KEYS)
     typer.echo(f"units: {UNITS}")
 
 
@@ -205,7 +195,7 @@ def solve_cmd(
         efg = _load(game, openspiel)
         points = _checkpoints(iterations, checkpoints, every)
         res = solve(efg, algo, iterations, checkpoints=points, iterate=iterate, **kwargs)
-        _print_rows(res.rows)
+        _print_rows(efg, res.rows)
         _outputs(efg, res.rows, {"algo": algo, "iterate": iterate, **kwargs}, json_path, plot)
 
     _guard(body)
@@ -228,11 +218,11 @@ def compare_cmd(
 
     def body() -> None:
         efg = _load(game, openspiel)
-        names = [a.strip() for a in algos.split(",") if a.strip()]
+        names = parse_csv(algos, name="--algos")
         rows = compare(
             efg, names, iterations, checkpoints=_checkpoints(iterations, checkpoints, every)
         )
-        _print_rows(rows)
+        _print_rows(efg, rows)
         _outputs(efg, rows, {"algos": names}, json_path, plot)
 
     _guard(body)
@@ -261,7 +251,7 @@ def rtcfr_cmd(
         efg = _load(game, openspiel)
         points = _checkpoints(iterations, None, max(1, iterations // 20))
         rows = run_comparison(efg, iterations, points)
-        _print_rows(rows)
+        _print_rows(efg, rows)
         _outputs(efg, rows, {"algos": ["rtcfr+", "cfr+"], "rtcfr+": "defaults"}, json_path, plot)
         name = game if game in GAMES else efg.name
         claims = claims_for(name, rows)

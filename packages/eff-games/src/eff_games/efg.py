@@ -38,6 +38,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from eff_shared.errors import check_int
+
 if TYPE_CHECKING:
     from eff_games.policy import TabularPolicy
 
@@ -481,10 +483,7 @@ def build_efg(
     Raises ``ValueError`` for a game that is not 2-player, not zero/constant-sum, has simultaneous
     moves, has imperfect recall (naming the infoset key) or more than ``max_nodes`` histories.
     """
-    if isinstance(max_nodes, bool) or not isinstance(max_nodes, int):
-        raise TypeError(f"max_nodes must be an int, got {type(max_nodes).__name__}")
-    if max_nodes < 1:
-        raise ValueError(f"max_nodes must be >= 1, got {max_nodes}")
+    max_nodes = check_int("max_nodes", max_nodes, minimum=1)
     players = (_PlayerBuild(), _PlayerBuild())
     term_s0: list[int] = []
     term_s1: list[int] = []

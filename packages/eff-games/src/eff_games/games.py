@@ -20,6 +20,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from eff_games._openspiel import import_pyspiel
 from eff_games.efg import EFG, build_efg
 from eff_games.liars_dice import check_params as _check_liars_dice
 from eff_games.liars_dice import liars_dice
@@ -32,8 +33,6 @@ __all__ = [
     "load_game",
     "parse_game_string",
 ]
-
-INSTALL_HINT = "pip install 'eff-games[openspiel]'  (PyPI package open-spiel)"
 
 # ---- Kuhn poker ---------------------------------------------------------------------------------
 
@@ -421,14 +420,6 @@ def load_game(name: str, **params: Any) -> EFG:
 # ---- OpenSpiel -----------------------------------------------------------------------------------
 
 
-def _import_pyspiel() -> Any:
-    try:
-        import pyspiel
-    except ImportError as exc:  # pragma: no cover - exercised in the environment without the extra
-        raise ImportError(f"this needs OpenSpiel, which is not installed: {INSTALL_HINT}") from exc
-    return pyspiel
-
-
 def from_openspiel(
     game_or_name: Any, *, turn_based: bool = True, max_nodes: int = 2_000_000
 ) -> EFG:
@@ -440,7 +431,7 @@ def from_openspiel(
     ``ValueError``). Needs the extra ``eff-games[openspiel]`` (``ImportError`` with the install
     hint otherwise).
     """
-    pyspiel = _import_pyspiel()
+    pyspiel = import_pyspiel()
     if isinstance(game_or_name, str):
         try:
             game = pyspiel.load_game(game_or_name)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from eff_games.efg import EFG, Treeplex
+from eff_shared.errors import check_int
 
 __all__ = ["MAX_DICE_SIDES", "liars_dice"]
 
@@ -40,11 +41,7 @@ def check_params(players: object, numdice: object, dice_sides: object, bidding_r
         raise ValueError(
             f"bidding_rule must be 'reset-face' (OpenSpiel's default), got {bidding_rule!r}"
         )
-    if isinstance(dice_sides, bool) or not isinstance(dice_sides, int):
-        raise TypeError(f"dice_sides must be an int, got {type(dice_sides).__name__}")
-    if not 2 <= dice_sides <= MAX_DICE_SIDES:
-        raise ValueError(f"dice_sides must be in 2..{MAX_DICE_SIDES}, got {dice_sides}")
-    return dice_sides
+    return check_int("dice_sides", dice_sides, minimum=2, maximum=MAX_DICE_SIDES)
 
 
 def _top_bit(m: np.ndarray) -> np.ndarray:

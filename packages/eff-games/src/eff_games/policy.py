@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from eff_games._openspiel import import_pyspiel
+
 if TYPE_CHECKING:
     from eff_games.efg import EFG
 
@@ -160,9 +162,7 @@ class TabularPolicy:
         ``pyspiel.load_game(game.name)``. Raises ``ValueError`` when the infosets do not match.
         Needs the extra ``eff-games[openspiel]``.
         """
-        from eff_games.games import _import_pyspiel
-
-        pyspiel = _import_pyspiel()
+        pyspiel = import_pyspiel()
         from open_spiel.python import policy as os_policy
 
         if os_game is None:

@@ -35,9 +35,10 @@ from typing import Literal
 import numpy as np
 
 from eff_games import kernels
-from eff_games.cfr import Solver, _check_real
+from eff_games.cfr import Solver
 from eff_games.efg import EFG
 from eff_games.policy import TabularPolicy
+from eff_shared.errors import check_int, check_real
 
 __all__ = ["INNER_SOLVERS", "RTCFRConfig", "RTCFRPlus"]
 
@@ -60,13 +61,10 @@ class RTCFRConfig:
     alternating: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mu", _check_real("mu", self.mu))
-        object.__setattr__(self, "gamma", _check_real("gamma", self.gamma))
-        ri = self.ref_update_interval
-        if isinstance(ri, bool) or not isinstance(ri, int):
-            raise TypeError(f"ref_update_interval must be an int, got {type(ri).__name__}")
-        if ri < 1:
-            raise ValueError(f"ref_update_interval must be >= 1, got {ri}")
+        object.__setattr__(self, "mu", check_real("mu", self.mu, minimum=0.0))
+        object.__setattr__(self, "gamma", check_real("gamma", self.gamma, minimum=0.0))
+        ri = check_int("ref_update_interval", self.ref_update_interval, minimum=1)
+        object.__setattr__(self, "ref_update_interval", ri)
         if self.inner not in INNER_SOLVERS:
             raise ValueError(f"inner must be one of {list(INNER_SOLVERS)}, got {self.inner!r}")
         if not isinstance(self.alternating, bool):

@@ -29,6 +29,7 @@ from eff_games.games import load_game
 from eff_games.metrics import UNITS, nash_conv
 from eff_games.policy import TabularPolicy
 from eff_games.rtcfr import RTCFRPlus
+from eff_shared.errors import check_int
 from eff_shared.progress import progress_task
 
 __all__ = [
@@ -77,17 +78,9 @@ def make_solver(game: EFG | str, algo: str, **algo_kwargs: Any) -> Solver:
     return cls(game, **algo_kwargs)
 
 
-def _check_iterations(iterations: Any) -> int:
-    if isinstance(iterations, bool) or not isinstance(iterations, int):
-        raise TypeError(f"iterations must be an int, got {type(iterations).__name__}")
-    if iterations < 1:
-        raise ValueError(f"iterations must be >= 1, got {iterations}")
-    return iterations
-
-
 def default_checkpoints(iterations: int) -> list[int]:
     """1, 2, 5, 10, 20, 50, ... up to ``iterations``, and ``iterations`` itself."""
-    _check_iterations(iterations)
+    iterations = check_int("iterations", iterations, minimum=1)
     out = []
     base = 1
     while base <= iterations:
@@ -100,24 +93,17 @@ def resolve_checkpoints(
     iterations: int, checkpoints: Sequence[int] | None = None, every: int | None = None
 ) -> list[int]:
     """Validated, sorted, de-duplicated checkpoints in [1, iterations] (``iterations`` always)."""
-    _check_iterations(iterations)
+    iterations = check_int("iterations", iterations, minimum=1)
     if checkpoints is not None and every is not None:
         raise ValueError("give checkpoints or every, not both")
     if every is not None:
-        if isinstance(every, bool) or not isinstance(every, int):
-            raise TypeError(f"every must be an int, got {type(every).__name__}")
-        if not 1 <= every <= iterations:
-            raise ValueError(f"every must lie in [1, iterations={iterations}], got {every}")
+        every = check_int("every", every, minimum=1, maximum=iterations)
         return sorted(set(range(every, iterations + 1, every)) | {iterations})
     if checkpoints is None:
         return default_checkpoints(iterations)
     out = set()
     for c in checkpoints:
-        if isinstance(c, bool) or not isinstance(c, int):
-            raise TypeError(f"checkpoints must be ints, got {type(c).__name__} {c!r}")
-        if not 1 <= c <= iterations:
-            raise ValueError(f"checkpoints must lie in [1, iterations={iterations}], got {c}")
-        out.add(c)
+        out.add(check_int("checkpoints", c, minimum=1, maximum=iterations))
     return sorted(out | {iterations})
 
 

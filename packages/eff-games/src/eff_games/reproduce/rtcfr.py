@@ -32,7 +32,15 @@ from eff_games.games import load_game
 from eff_games.solve import make_solver, resolve_checkpoints, run_checkpoints
 from eff_shared.reproduce import Claim, Mode, Result, paper_claim
 
-__all__ = ["METHODS", "THRESHOLDS", "Threshold", "claims_for", "run", "run_comparison"]
+__all__ = [
+    "METHODS",
+    "THRESHOLDS",
+    "RTCFRReproConfig",
+    "Threshold",
+    "claims_for",
+    "run",
+    "run_comparison",
+]
 
 #: (algorithm, iterate) pairs compared: the method and its two baselines
 METHODS = (("rtcfr+", "last"), ("cfr+", "last"), ("cfr+", "average"))
@@ -135,15 +143,28 @@ def claims_for(game_name: str, rows: list[dict[str, Any]]) -> list[Claim]:
     return claims
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
-    plan = {
-        "quick": [("kuhn_poker", 10000, 500), ("leduc_poker", 1000, 100)],
-        "full": [("kuhn_poker", 10000, 500), ("leduc_poker", 10000, 250)],
-    }[mode]
+@dataclass(frozen=True)
+class RTCFRReproConfig:
+    """The games solved: ``(game, iterations, evaluate every)`` each (defaults: quick mode's)."""
+
+    games: tuple[tuple[str, int, int], ...] = (
+        ("kuhn_poker", 10000, 500),
+        ("leduc_poker", 1000, 100),
+    )
+
+
+_MODES = {
+    "quick": RTCFRReproConfig(),
+    "full": RTCFRReproConfig((("kuhn_poker", 10000, 500), ("leduc_poker", 10000, 250))),
+}
+
+
+def run(mode: Mode = "quick", seed: int = 0, cfg: RTCFRReproConfig | None = None) -> Result:
+    cfg = cfg or _MODES[mode]
     result = Result(
         name="games.rtcfr", mode=mode, seed=seed, paper_title=PAPER_TITLE, headline=HEADLINE
     )
-    for game_name, iterations, every in plan:
+    for game_name, iterations, every in cfg.games:
         game = load_game(game_name)
         rows = run_comparison(game, iterations, list(range(every, iterations + 1, every)))
         result.claims += claims_for(game_name, rows)
