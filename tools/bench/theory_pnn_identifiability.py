@@ -74,7 +74,7 @@ def main() -> int:
                 (rng.integers(-50, 51, (ws[i], ws[i - 1])).astype(float), None) for i in (1, 2)
             ]
             X = rng.integers(-50, 51, (4, 15)).astype(float)  # exact in float64
-            J = pnn._jacobian(ws, rs, False, params, X, None).astype(np.int64)
+            J = pnn.evaluation_jacobian(ws, rs, False, params, X, None).astype(np.int64)
             dt_mod, r_mod = cpu(pnn.rank_mod_p, J)
             dt_q, r_q = cpu(sympy.Matrix(J.tolist()).rank)
             print(

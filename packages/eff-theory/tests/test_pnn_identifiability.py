@@ -59,10 +59,10 @@ def test_modular_jacobian_equals_the_integer_jacobian_reduced_mod_p():
         (rng.integers(-3, 4, (ws[i], ws[i - 1])), rng.integers(-3, 4, ws[i])) for i in range(1, 4)
     ]
     X = rng.integers(-3, 4, (2, 9))
-    J_float = pnn._jacobian(
+    J_float = pnn.evaluation_jacobian(
         ws, rs, True, [(W.astype(float), b.astype(float)) for W, b in params], X.astype(float), None
     )
-    J_mod = pnn._jacobian(ws, rs, True, [(W % p, b % p) for W, b in params], X % p, p)
+    J_mod = pnn.evaluation_jacobian(ws, rs, True, [(W % p, b % p) for W, b in params], X % p, p)
     assert np.abs(J_float).max() < 2**52
     np.testing.assert_array_equal(J_float.astype(np.int64) % p, J_mod)
 

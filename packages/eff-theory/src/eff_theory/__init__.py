@@ -67,51 +67,41 @@ from eff_theory.spam_select import (
     wrong_recovery,
 )
 
-__all__: list[str] = [
-    # spam_select, lora_meta, pnn_identifiability; their torch parts load lazily from
-    # eff_theory.lora_meta (MultiTaskLoRA, meta_retrain) and eff_theory.pnn_identifiability
-    # (PolynomialNetwork, shallow_tensor_from_function) with the extra [torch]
+# The torch parts load lazily from eff_theory.lora_meta (MultiTaskLoRA, meta_retrain) and
+# eff_theory.pnn_identifiability (PolynomialNetwork, shallow_tensor_from_function) with the
+# extra [torch]. The functions quantized_oja and spam_select are not re-exported: their names
+# would shadow the submodules eff_theory.quantized_oja / .spam_select.
+__all__ = [
+    "HeavyTailedRNN",
     "IdentifiabilityReport",
+    "LNGDConfig",
+    "LinearQuantizer",
     "LoRAMetaLearner",
+    "LogQuantizer",
     "LowRankTaskFamily",
+    "PatchCNN",
+    "QuantizedOja",
+    "SignalNoiseData",
     "SpAMSelector",
+    "TrainResult",
     "adapt_lora",
     "alignment_error",
+    "annealed_max_lyapunov_exponent",
     "check_identifiability",
     "excess_risk",
     "expected_dimension",
     "fdr_fnr",
     "identify_shallow",
-    "kruskal_block_condition",
-    "make_lowrank_task_family",
-    "minimax_separation_rate",
-    "neurovariety_dimension",
-    "sample_task",
-    "shallow_tensor",
-    "simulate_sequence_model",
-    "standard_retraining",
-    "truncation_level",
-    "wrong_recovery",
-]
-
-# heavy_rnn, label_noise_gd, quantized_oja. The functions quantized_oja and spam_select are not
-# re-exported: their names would shadow the submodules eff_theory.quantized_oja / .spam_select.
-__all__ += [
-    "HeavyTailedRNN",
-    "LNGDConfig",
-    "LinearQuantizer",
-    "LogQuantizer",
-    "PatchCNN",
-    "QuantizedOja",
-    "SignalNoiseData",
-    "TrainResult",
-    "annealed_max_lyapunov_exponent",
     "kaplan_yorke_dimension",
+    "kruskal_block_condition",
     "levy_weight_matrix",
     "lngd_experiment",
     "lyapunov_spectrum",
+    "make_lowrank_task_family",
     "make_signal_noise_data",
     "max_lyapunov_exponent",
+    "minimax_separation_rate",
+    "neurovariety_dimension",
     "optimal_log_grid_params",
     "participation_ratio",
     "predicted_transition_gain",
@@ -120,10 +110,16 @@ __all__ += [
     "quenched_transition_gain",
     "quiescent_instability_gain",
     "sample_levy_stable",
+    "sample_task",
+    "shallow_tensor",
+    "simulate_sequence_model",
     "sin2_error",
     "spiked_covariance_stream",
+    "standard_retraining",
     "stochastic_round",
     "success_boost",
     "train",
     "transition_gain_from_sweep",
+    "truncation_level",
+    "wrong_recovery",
 ]

@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import nn
 
+from eff_shared.errors import check_int
+
 __all__ = ["LoRALinear", "MultiTaskLoRA", "meta_retrain"]
 
 
@@ -103,9 +105,8 @@ class MultiTaskLoRA(nn.Module):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        for name, value, low in (("num_tasks", num_tasks, 1), ("r", r, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        num_tasks = check_int("num_tasks", num_tasks, minimum=1)
+        r = check_int("r", r, minimum=1)
         if not lora_alpha > 0:
             raise ValueError(f"lora_alpha must be > 0, got {lora_alpha!r}")
         if isinstance(model, nn.Linear):
@@ -216,8 +217,7 @@ def meta_retrain(
         raise ValueError(
             f"task_batches must hold one (x, y) batch per task ({model.num_tasks}), got {len(task_batches)}"
         )
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    steps = check_int("steps", steps, minimum=1)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     losses = []
     for _ in range(steps):

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from eff_theory.pnn_identifiability import _check_arch
+from eff_shared.errors import check_int
+from eff_theory.pnn_identifiability import check_architecture
 
 __all__ = ["PolynomialNetwork", "shallow_tensor_from_function"]
 
@@ -37,7 +38,7 @@ class PolynomialNetwork(nn.Module):
         dtype: torch.dtype = torch.float64,
     ) -> None:
         super().__init__()
-        self.widths, self.degrees = _check_arch(widths, degrees)
+        self.widths, self.degrees = check_architecture(widths, degrees)
         gen = torch.Generator()
         gen.manual_seed(seed if seed is not None else int(torch.seed() % 2**63))
         self.weights = nn.ParameterList(
@@ -69,10 +70,8 @@ def shallow_tensor_from_function(
     shape (d0,)*r + (d2,) — the tensor :func:`~eff_theory.pnn_identifiability.identify_shallow`
     takes. Evaluated at x = 0 by r nested ``torch.func.jacfwd`` (exact for polynomials), on the
     device and in the dtype of ``f``'s parameters when ``f`` is a module."""
-    if isinstance(d0, bool) or not isinstance(d0, int) or d0 < 1:
-        raise ValueError(f"d0 must be an integer >= 1, got {d0!r}")
-    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
-        raise ValueError(f"r must be an integer >= 1, got {r!r}")
+    d0 = check_int("d0", d0, minimum=1)
+    r = check_int("r", r, minimum=1)
     # Evaluate where the model lives: device and dtype of its first parameter (CPU float64 otherwise).
     first = next(f.parameters(), None) if isinstance(f, nn.Module) else None
     kw = (

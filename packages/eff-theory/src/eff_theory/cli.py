@@ -12,11 +12,13 @@ from typing import Annotated, Any
 import typer
 
 from eff_shared.cli import domain_app
+from eff_shared.report import parse_csv, write_rows_json
+from eff_theory._runtime import blas_threads
 
 app = domain_app("eff-theory")
 
 # --- heavy_rnn -------------------------------------------------------------------------------
-# _parse_numbers and _emit are shared by the heavy-rnn, label-noise-gd and quantized-oja commands.
+# _parse_numbers and _emit are shared by the commands below.
 
 JsonPathOpt = Annotated[
     Path | None, typer.Option("--json", help="Write rows and curves as JSON here.")
@@ -27,26 +29,11 @@ PlotPathOpt = Annotated[
 
 
 def _parse_numbers(option: str, values: list[str], kind: type) -> list[Any]:
-    """``--opt 1,2 --opt 3`` → [1, 2, 3]; a bad token is a usage error naming the option."""
-    out = []
-    for token in ",".join(values).replace(" ", ",").split(","):
-        if token:
-            try:
-                out.append(kind(token))
-            except ValueError:
-                raise typer.BadParameter(
-                    f"{token!r} is not a {kind.__name__}", param_hint=option
-                ) from None
-    if not out:
-        raise typer.BadParameter("needs at least one value", param_hint=option)
-    return out
-
-
-def _one_thread() -> Any:
-    """BLAS at one thread: on small shared machines threads slow these loops down (spec)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(1)
+    """``--opt 1,2 --opt "3 4"`` → [1, 2, 3, 4]; a bad token is a usage error naming the option."""
+    try:
+        return parse_csv([v.replace(" ", ",") for v in values], kind, name=option)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 def _emit(
@@ -61,18 +48,9 @@ def _emit(
 ) -> None:
     """Print ``rows`` as a table; write rows, ``params`` and ``series`` as JSON; plot each series
     (one PNG at ``plot``, or ``<stem>_<name>.png`` each when there are several)."""
-    from rich.console import Console
-    from rich.table import Table
+    from eff_shared.report import plot_series, print_rows
 
-    from eff_shared.report import format_value, plot_series
-
-    table = Table(title=heading)
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    for col in columns:
-        table.add_column(col)
-    for row in rows:
-        table.add_row(*(format_value(row.get(col, "")) for col in columns))
-    Console(width=160).print(table)
+    print_rows(heading, rows)
     if plot is not None:
         for name, curves in series.items():
             path = plot if len(series) == 1 else plot.with_name(f"{plot.stem}_{name}{plot.suffix}")
@@ -82,10 +60,8 @@ def _emit(
                 )
             typer.echo(f"plot written to {path}")
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"command": heading, "params": params, "rows": rows, "series": series}
-        json_path.write_text(json.dumps(payload, indent=2, default=float) + "\n")
-        typer.echo(f"json written to {json_path}")
+        extra = {"command": heading, "params": params, "series": series}
+        typer.echo(f"json written to {write_rows_json(json_path, rows, extra)}")
 
 
 @app.command("heavy-rnn")
@@ -175,7 +151,7 @@ def label_noise_gd_cmd(
                 steps=steps,
                 seed=s,
             )
-            with _one_thread():
+            with blas_threads(1):
                 exp = lngd_experiment(cfg)
             rows += summarize(exp)
             series[f"test_error_seed{s}"] = {
@@ -235,7 +211,7 @@ def quantized_oja_cmd(
     dim_list = _parse_numbers("--dims", dims or ["50,500"], int)
     bit_list = _parse_numbers("--bits", bits or ["6,8,10,12"], int)
     try:
-        with _one_thread():
+        with blas_threads(1):
             err = sweep(
                 tuple(dim_list),
                 tuple(bit_list),
@@ -321,7 +297,7 @@ def spam_select_cmd(
     try:
         for i, pp in enumerate(p_list):
             for j, aa in enumerate(a_list):
-                with _one_thread():
+                with blas_threads(1):
                     risks = selection_risks(
                         pp, s, aa, reps, make_rng(seed, i, j), names, sigma2=sigma2, delta=delta
                     )
@@ -388,7 +364,7 @@ def lora_meta_cmd(
         raise typer.BadParameter(f"sizes must be >= 1, got {min(grid)}", param_hint="--n-finetune")
     seed_list = _parse_numbers("--seeds", seeds, int)
     try:
-        with _one_thread():
+        with blas_threads(1):
             runs = [
                 compare_bases(
                     sd,
@@ -468,7 +444,7 @@ def pnn_identifiability_cmd(
     from eff_theory.reproduce.pnn_identifiability import dimension_rows, verdict_rows
 
     if table:
-        with _one_thread():
+        with blas_threads(1):
             dims, verdicts = dimension_rows(seed), verdict_rows(seed)
         for heading, rows in (
             ("neurovariety dimensions (exact, mod p)", dims),
@@ -486,7 +462,7 @@ def pnn_identifiability_cmd(
     ws = _parse_numbers("--widths", widths, int)
     rs = _parse_numbers("--degrees", degrees, int) if degrees else []
     try:
-        with _one_thread():
+        with blas_threads(1):
             rep = check_identifiability(ws, rs, bias=bias, seed=seed)
     except (ValueError, TypeError) as exc:
         raise typer.BadParameter(str(exc)) from None

@@ -28,8 +28,8 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import expit
 
-from eff_shared.errors import check_choice
-from eff_theory._argcheck import RngLike, check_int, check_real, finite_array
+from eff_shared.errors import check_choice, check_int, check_real, finite_array
+from eff_theory._runtime import RngLike
 
 __all__ = [
     "METHODS",

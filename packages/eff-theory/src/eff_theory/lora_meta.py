@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from eff_shared.errors import check_choice, check_positive, check_type
-from eff_theory._argcheck import RngLike, check_int, finite_array
+from eff_shared.errors import check_choice, check_int, check_positive, check_type, finite_array
+from eff_theory._runtime import RngLike
 from eff_theory._torch_extra import import_torch_part
 
 __all__ = [

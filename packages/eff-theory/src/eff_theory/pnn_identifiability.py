@@ -42,7 +42,8 @@ from typing import Any, Literal
 import numpy as np
 import scipy.optimize
 
-from eff_theory._argcheck import RngLike
+from eff_shared.errors import check_int
+from eff_theory._runtime import RngLike
 from eff_theory._torch_extra import import_torch_part
 
 __all__ = [
@@ -50,7 +51,9 @@ __all__ = [
     "IdentifiabilityReport",
     "alignment_error",
     "ambient_dimension",
+    "check_architecture",
     "check_identifiability",
+    "evaluation_jacobian",
     "expected_dimension",
     "identify_shallow",
     "jacobian_ranks",
@@ -98,7 +101,7 @@ def _check_widths(widths: Any) -> tuple[int, ...]:
     return tuple(int(w) for w in ws)
 
 
-def _check_arch(widths: Any, degrees: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def check_architecture(widths: Any, degrees: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Validated (widths, degrees); an int degree is shorthand for the same degree in every layer."""
     ws = _check_widths(widths)
     if _int_like(degrees):
@@ -132,7 +135,7 @@ def ambient_dimension(
     widths: Sequence[int], degrees: Sequence[int] | int, bias: bool = False
 ) -> int:
     """d_L·C(d_0+R−1, R) (forms of degree R = Π r_ℓ) or, biased, d_L·C(d_0+R, R)."""
-    ws, rs = _check_arch(widths, degrees)
+    ws, rs = check_architecture(widths, degrees)
     R = math.prod(rs)
     return ws[-1] * math.comb(ws[0] + R - (0 if bias else 1), R)
 
@@ -237,7 +240,7 @@ def _pow_mod(z: np.ndarray, e: int, p: int) -> np.ndarray:
     return out
 
 
-def _jacobian(
+def evaluation_jacobian(
     ws: tuple[int, ...],
     rs: tuple[int, ...],
     bias: bool,
@@ -308,13 +311,11 @@ def jacobian_ranks(
 ) -> list[int]:
     """The Jacobian rank of each trial: mod ``prime``, then mod the next smaller primes (``"modp"``),
     or float64 SVD ranks (``"float"``); every trial draws fresh parameters and points."""
-    ws, rs = _check_arch(widths, degrees)
+    ws, rs = check_architecture(widths, degrees)
     if method not in ("modp", "float"):
         raise ValueError(f"method must be one of ['modp', 'float'], got {method!r}")
-    if not _int_like(trials) or trials < 1:
-        raise ValueError(f"trials must be an integer >= 1, got {trials!r}")
-    if not _int_like(max_rows) or max_rows < 1:
-        raise ValueError(f"max_rows must be an integer >= 1, got {max_rows!r}")
+    trials = check_int("trials", trials, minimum=1)
+    max_rows = check_int("max_rows", max_rows, minimum=1)
     p = _check_prime(prime)
     R = math.prod(rs)
     monomials = math.comb(ws[0] + R - (0 if bias else 1), R)
@@ -336,10 +337,12 @@ def jacobian_ranks(
     for _ in range(trials):
         if method == "float":
             params, X = _draw(ws, bias, M, gen, None)
-            ranks.append(int(np.linalg.matrix_rank(_jacobian(ws, rs, bias, params, X, None))))
+            ranks.append(
+                int(np.linalg.matrix_rank(evaluation_jacobian(ws, rs, bias, params, X, None)))
+            )
             continue
         params, X = _draw(ws, bias, M, gen, p)
-        ranks.append(rank_mod_p(_jacobian(ws, rs, bias, params, X, p), p))
+        ranks.append(rank_mod_p(evaluation_jacobian(ws, rs, bias, params, X, p), p))
         p = _previous_prime(p)
     return ranks
 
@@ -372,8 +375,7 @@ def kruskal_block_condition(d_in: int, d_hidden: int, d_out: int, r: int) -> boo
     tensor) is always unique up to scaling.
     """
     for name, v in (("d_in", d_in), ("d_hidden", d_hidden), ("d_out", d_out), ("r", r)):
-        if not _int_like(v) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        check_int(name, v, minimum=1)
     if d_hidden == 1:
         return True
     return r * min(d_in, d_hidden) + min(d_out, d_hidden) >= 2 * d_hidden + r
@@ -413,7 +415,7 @@ def check_identifiability(
     ``dim_kw`` go to :func:`jacobian_ranks` (prime, trials, seed, max_rows); ``numeric=False`` skips
     the rank computation.
     """
-    ws, rs = _check_arch(widths, degrees)
+    ws, rs = check_architecture(widths, degrees)
     P = num_parameters(ws, bias)
     s = symmetry_dimension(ws)
     ambient = ambient_dimension(ws, rs, bias)
@@ -467,8 +469,7 @@ def shallow_tensor(W1: Any, W2: Any, r: int) -> np.ndarray:
     the columns of W2 (d_2, d_1); contracting x into the first r modes gives W2 (W1 x)^r."""
     W1 = _float_matrix("W1", W1)
     W2 = _float_matrix("W2", W2)
-    if not _int_like(r) or r < 1:
-        raise ValueError(f"r must be an integer >= 1, got {r!r}")
+    r = check_int("r", r, minimum=1)
     if W2.shape[1] != W1.shape[0]:
         raise ValueError(f"W2 must have d_1 = {W1.shape[0]} columns, got shape {W2.shape}")
     d1, d0 = W1.shape
@@ -533,8 +534,7 @@ def identify_shallow(
     generic weights when a grouping exists. ``"als"``: CP-ALS from a random start, **no guarantee**
     (it failed on the spec's hard cases). ``tol`` bounds the relative asymmetry accepted in T.
     """
-    if not _int_like(hidden_width) or hidden_width < 1:
-        raise ValueError(f"hidden_width must be an integer >= 1, got {hidden_width!r}")
+    hidden_width = check_int("hidden_width", hidden_width, minimum=1)
     if method not in ("jennrich", "als"):
         raise ValueError(f"method must be one of ['jennrich', 'als'], got {method!r}")
     T, r, d0, d2 = _check_tensor(T, tol)

@@ -45,8 +45,8 @@ from typing import Any, Literal
 import numpy as np
 import scipy.fft
 
-from eff_shared.errors import check_choice, check_fraction, check_positive
-from eff_theory._argcheck import RngLike, check_int, finite_array
+from eff_shared.errors import check_choice, check_fraction, check_int, check_positive, finite_array
+from eff_theory._runtime import RngLike
 
 __all__ = [
     "DEFAULT_FUNCTIONS",

@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import make_rng
-from eff_theory._argcheck import check_int
+from eff_theory._runtime import blas_threads
 from eff_theory.heavy_rnn import (
     kaplan_yorke_dimension,
     levy_weight_matrix,
@@ -48,6 +47,7 @@ __all__ = [
     "DRIFT_ALPHAS",
     "DRIFT_SIZES",
     "SWEEP_FACTORS",
+    "HeavyRNNReproConfig",
     "dimension_check",
     "quenched_drift",
     "run",
@@ -64,20 +64,20 @@ SWEEP_FACTORS = (0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0)
 
 
 @dataclass(frozen=True)
-class _Settings:
-    sweep_samples: int  # Monte Carlo draws per (α, N) of the monotonicity sweep
-    quenched_trials: int
-    transition_trials: int
-    dimension_trials: int
+class HeavyRNNReproConfig:
+    """Monte Carlo budgets of the reproduction (defaults: quick mode's; the sizes are the spec's)."""
+
+    sweep_samples: int = 2_000  # Monte Carlo draws per (α, N) of the monotonicity sweep
+    quenched_trials: int = 20
+    transition_trials: int = 4
+    dimension_trials: int = 3
 
 
 _MODES = {
     # The spec's sizes everywhere; quick mode only thins the Monte Carlo of the N sweep (10
     # quenched networks instead of 20 put α = 1 at 0.28 > 0.15 at seed 0: not trimmed).
-    "quick": _Settings(
-        sweep_samples=2_000, quenched_trials=20, transition_trials=4, dimension_trials=3
-    ),
-    "full": _Settings(
+    "quick": HeavyRNNReproConfig(),
+    "full": HeavyRNNReproConfig(
         sweep_samples=10_000, quenched_trials=40, transition_trials=8, dimension_trials=6
     ),
 }
@@ -162,7 +162,7 @@ def transition_summary(
     trials = check_int("trials", trials, minimum=1)
     rows: list[dict[str, Any]] = []
     series: dict[str, list[float]] = {"x": list(SWEEP_FACTORS)}
-    with threadpool_limits(1):
+    with blas_threads(1):
         for alpha in alphas:
             st = slow_transition(alpha, n, trials=trials, seed=seed)
             row: dict[str, Any] = {
@@ -181,7 +181,7 @@ def transition_summary(
     return rows, series
 
 
-def _gstar_claims(result: Result, settings: _Settings, seed: int) -> None:
+def _gstar_claims(result: Result, settings: HeavyRNNReproConfig, seed: int) -> None:
     g2 = predicted_transition_gain(2.0, 1000, n_samples=4000, rng=make_rng(seed, 11))
     result.claims.append(
         Claim(
@@ -244,7 +244,7 @@ def _gstar_claims(result: Result, settings: _Settings, seed: int) -> None:
         )
 
 
-def _quenched(settings: _Settings, seed: int) -> dict[float, float]:
+def _quenched(settings: HeavyRNNReproConfig, seed: int) -> dict[float, float]:
     """Per α: max over N ∈ {200, 500} of |median 1/ρ(W) − g*|/g* (one seed)."""
     out = {}
     for alpha in (1.0, 1.5, 2.0):
@@ -260,7 +260,7 @@ def _quenched(settings: _Settings, seed: int) -> dict[float, float]:
     return out
 
 
-def _quenched_claims(result: Result, settings: _Settings, seeds: list[int]) -> None:
+def _quenched_claims(result: Result, settings: HeavyRNNReproConfig, seeds: list[int]) -> None:
     per = [_quenched(settings, s) for s in seeds]
     for alpha in (1.0, 1.5, 2.0):
         result.claims.append(
@@ -324,7 +324,7 @@ _DRIFT_EXPECTED: dict[tuple[str, float], tuple[str, str]] = {
 }
 
 
-def _drift_claims(result: Result, settings: _Settings, seeds: list[int]) -> None:
+def _drift_claims(result: Result, settings: HeavyRNNReproConfig, seeds: list[int]) -> None:
     """Full mode: the quenched estimators against N, per α (claims for α < 1, where they differ)."""
     per = {s: quenched_drift(s, trials=settings.quenched_trials) for s in seeds}
     paper = (
@@ -421,7 +421,7 @@ _PAPER_DIM = (
 )
 
 
-def _slow(settings: _Settings, seed: int) -> dict[str, Any]:
+def _slow(settings: HeavyRNNReproConfig, seed: int) -> dict[str, Any]:
     sweeps = {
         a: slow_transition(a, 300, trials=settings.transition_trials, seed=seed)
         for a in (1.0, 1.5, 2.0)
@@ -431,7 +431,9 @@ def _slow(settings: _Settings, seed: int) -> dict[str, Any]:
     return {"sweeps": sweeps, "rel": rel, "at2": at2}
 
 
-def _slow_transition_claims(result: Result, settings: _Settings, seeds: list[int]) -> None:
+def _slow_transition_claims(
+    result: Result, settings: HeavyRNNReproConfig, seeds: list[int]
+) -> None:
     per = [_slow(settings, s) for s in seeds]
     kw: dict[str, Any] = {"seeds": seeds, "paper": _PAPER_SLOW}
     result.claims += [
@@ -475,7 +477,7 @@ def _slow_transition_claims(result: Result, settings: _Settings, seeds: list[int
         )
 
 
-def _dimension_claims(result: Result, settings: _Settings, seeds: list[int]) -> None:
+def _dimension_claims(result: Result, settings: HeavyRNNReproConfig, seeds: list[int]) -> None:
     per = [
         {a: dimension_check(a, trials=settings.dimension_trials, seed=s) for a in (1.0, 1.5, 2.0)}
         for s in seeds
@@ -509,14 +511,14 @@ HEADLINE = (
 )
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0, cfg: HeavyRNNReproConfig | None = None) -> Result:
     check_choice("mode", mode, _MODES)
-    settings = _MODES[mode]
+    settings = cfg or _MODES[mode]
     seeds = claim_seeds(mode, seed, quick=1, full=5)
     result = Result(
         name="theory.heavy_rnn", mode=mode, seed=seed, paper_title=PAPER_TITLE, headline=HEADLINE
     )
-    with threadpool_limits(1):
+    with blas_threads(1):
         _gstar_claims(result, settings, seed)
         _quenched_claims(result, settings, seeds)
         _linear_regime_claims(result, seed)

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import make_rng
+from eff_theory._runtime import blas_threads
 from eff_theory.lora_meta import (
     LoRAMetaLearner,
     adapt_lora,
@@ -35,13 +36,23 @@ from eff_theory.lora_meta import (
     standard_retraining,
 )
 
-__all__ = ["compare_bases", "run"]
+__all__ = ["LoRAMetaReproConfig", "compare_bases", "run"]
 
 METHODS = ("oracle", "SR", "LoRA-ML")
 
-_SETTINGS: dict[str, dict[str, Any]] = {
-    "quick": {"seeds": 3, "n_finetune": (50, 100, 400, 1600), "t2": False},
-    "full": {"seeds": 5, "n_finetune": (25, 50, 100, 400, 1600), "t2": True},
+
+@dataclass(frozen=True)
+class LoRAMetaReproConfig:
+    """Seeds and fine-tuning sizes (defaults: quick mode's); ``t2`` adds the T = 2 runs."""
+
+    seeds: int = 3
+    n_finetune: tuple[int, ...] = (50, 100, 400, 1600)
+    t2: bool = False
+
+
+_MODES = {
+    "quick": LoRAMetaReproConfig(),
+    "full": LoRAMetaReproConfig(seeds=5, n_finetune=(25, 50, 100, 400, 1600), t2=True),
 }
 
 
@@ -92,14 +103,14 @@ _PAPER = (
 )
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
-    cfg = _SETTINGS[mode]
-    grid = cfg["n_finetune"]
-    seeds_ = claim_seeds(mode, seed, quick=_SETTINGS["quick"]["seeds"], full=cfg["seeds"])
-    with threadpool_limits(1):
+def run(mode: Mode = "quick", seed: int = 0, cfg: LoRAMetaReproConfig | None = None) -> Result:
+    cfg = cfg or _MODES[mode]
+    grid = cfg.n_finetune
+    seeds_ = claim_seeds(mode, seed, quick=cfg.seeds, full=cfg.seeds)
+    with blas_threads(1):
         runs = [compare_bases(s, n_finetune=grid) for s in seeds_]
         t2 = None
-        if cfg["t2"]:
+        if cfg.t2:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # the T = 2 warning is the point here
                 t2 = [compare_bases(seed + i, num_tasks=2, n_finetune=(100,)) for i in range(3)]

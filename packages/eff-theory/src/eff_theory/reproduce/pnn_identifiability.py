@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
-from threadpoolctl import threadpool_limits
-
+from eff_shared.errors import check_choice
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import make_rng
+from eff_theory._runtime import blas_threads
 from eff_theory.pnn_identifiability import (
     alignment_error,
     check_identifiability,
@@ -36,6 +37,7 @@ __all__ = [
     "DIMENSION_TABLE",
     "RECOVERY_CASES",
     "VERDICT_TABLE",
+    "PNNIdentifiabilityReproConfig",
     "dimension_rows",
     "run",
     "verdict_rows",
@@ -191,16 +193,35 @@ HEADLINE = (
 )
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
-    sweep_seeds = claim_seeds(mode, seed, quick=2, full=5)
-    with threadpool_limits(1):
+@dataclass(frozen=True)
+class PNNIdentifiabilityReproConfig:
+    """Seeds of the random pyramidal sweep, and whether to add the biased-network dimensions
+    (defaults: quick mode's; the architecture tables are the paper's and fixed)."""
+
+    sweep_seeds: int = 2
+    biased: bool = False
+
+
+_MODES = {
+    "quick": PNNIdentifiabilityReproConfig(),
+    "full": PNNIdentifiabilityReproConfig(sweep_seeds=5, biased=True),
+}
+
+
+def run(
+    mode: Mode = "quick", seed: int = 0, cfg: PNNIdentifiabilityReproConfig | None = None
+) -> Result:
+    check_choice("mode", mode, _MODES)
+    cfg = cfg or _MODES[mode]
+    sweep_seeds = claim_seeds(mode, seed, quick=cfg.sweep_seeds, full=cfg.sweep_seeds)
+    with blas_threads(1):
         dims = dimension_rows(seed)
         verdicts = verdict_rows(seed)
         recovery = recovery_rows(seed)
         extra: dict[str, Any] = {}
         sweeps = [pyramidal_sweep(s) for s in sweep_seeds]
         extra["pyramidal_sweep"] = sweeps[0]
-        if mode == "full":
+        if cfg.biased:
             for widths, degrees, ref in _BIASED:
                 extra[f"biased {_arch(widths, degrees)} dim (prototype {ref})"] = (
                     neurovariety_dimension(widths, degrees, bias=True, seed=seed)

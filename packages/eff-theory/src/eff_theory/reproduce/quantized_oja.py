@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import make_rng
-from eff_theory._argcheck import check_int
+from eff_theory._runtime import blas_threads
 from eff_theory.quantized_oja import (
     LinearQuantizer,
     LogQuantizer,
@@ -31,7 +30,7 @@ from eff_theory.quantized_oja import (
     spiked_covariance_stream,
 )
 
-__all__ = ["VARIANTS", "run", "sweep"]
+__all__ = ["VARIANTS", "QuantizedOjaReproConfig", "run", "sweep"]
 
 # (label, batched?, scheme); scheme None = full precision
 VARIANTS: tuple[tuple[str, bool, str | None], ...] = (
@@ -45,13 +44,15 @@ VARIANTS: tuple[tuple[str, bool, str | None], ...] = (
 
 
 @dataclass(frozen=True)
-class _Settings:
-    trials: int
-    chunk: int  # trials vectorised together (memory: chunk·n·d floats)
+class QuantizedOjaReproConfig:
+    """Runs per seed (defaults: quick mode's; the sizes are the paper's)."""
+
+    trials: int = 4
+    chunk: int = 4  # trials vectorised together (memory: chunk·n·d floats)
 
 
 # quick: 4 trials of one seed (the budget); full: 10 trials at each of 5 seeds
-_MODES = {"quick": _Settings(trials=4, chunk=4), "full": _Settings(trials=10, chunk=5)}
+_MODES = {"quick": QuantizedOjaReproConfig(), "full": QuantizedOjaReproConfig(trials=10, chunk=5)}
 _N_SEEDS = {"quick": 1, "full": 5}
 PAPER_TITLE = "Low-Precision Streaming PCA"
 HEADLINE = (
@@ -118,12 +119,12 @@ def sweep(
     return {k: v / trials for k, v in sums.items()}
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0, cfg: QuantizedOjaReproConfig | None = None) -> Result:
     check_choice("mode", mode, _MODES)
-    settings = _MODES[mode]
+    settings = cfg or _MODES[mode]
     dims, bits = (50, 500), (6, 8, 10, 12)
     seeds = claim_seeds(mode, seed, quick=_N_SEEDS["quick"], full=_N_SEEDS["full"])
-    with threadpool_limits(1):
+    with blas_threads(1):
         errs = [
             sweep(dims, bits, trials=settings.trials, chunk=settings.chunk, seed=s) for s in seeds
         ]

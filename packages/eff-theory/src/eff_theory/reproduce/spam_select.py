@@ -17,16 +17,17 @@ headline); adaptation costs at most 0.05 in P(Ŝ ≠ S) (headline).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import make_rng
+from eff_theory._runtime import blas_threads
 from eff_theory.spam_select import SpAMSelector, fdr_fnr, simulate_sequence_model, wrong_recovery
 
-__all__ = ["SELECTORS", "risk_row", "run", "selection_risks"]
+__all__ = ["SELECTORS", "SpAMSelectReproConfig", "risk_row", "run", "selection_risks"]
 
 SIGMA2 = 1.0 / 300.0
 S = 5
@@ -34,15 +35,23 @@ DELTA = 0.1
 A_GRID = (0.3, 0.5, 0.7, 1.0, 1.5)
 SELECTORS = ("recovery", "adaptive", "suboptimal", "univariate", "testing")
 
-_SETTINGS: dict[str, dict[str, Any]] = {
-    "quick": {"reps": 160, "null_reps": 800, "p_sweep": (100,), "sweep_a": (0.7,), "seeds": 1},
-    "full": {
-        "reps": 300,
-        "null_reps": 2000,
-        "p_sweep": (10, 100, 1000),
-        "sweep_a": A_GRID,
-        "seeds": 5,
-    },
+
+@dataclass(frozen=True)
+class SpAMSelectReproConfig:
+    """Monte-Carlo budgets and the p sweep (defaults: quick mode's)."""
+
+    reps: int = 160
+    null_reps: int = 800
+    p_sweep: tuple[int, ...] = (100,)
+    sweep_a: tuple[float, ...] = (0.7,)
+    seeds: int = 1
+
+
+_MODES = {
+    "quick": SpAMSelectReproConfig(),
+    "full": SpAMSelectReproConfig(
+        reps=300, null_reps=2000, p_sweep=(10, 100, 1000), sweep_a=A_GRID, seeds=5
+    ),
 }
 PAPER_TITLE = (
     "Minimax-Optimal Univariate Function Selection in Sparse Additive Models: Rates, Adaptation, "
@@ -107,32 +116,30 @@ def selection_risks(
     return out
 
 
-def _one_seed(cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+def _one_seed(cfg: SpAMSelectReproConfig, seed: int) -> dict[str, Any]:
     """The Monte-Carlo risks of one seed: the null, the a grid at p = 1e4, the p sweep."""
-    null = selection_risks(
-        1000, 0, 0.0, cfg["null_reps"], make_rng(seed, 1), ("recovery", "adaptive")
-    )
+    null = selection_risks(1000, 0, 0.0, cfg.null_reps, make_rng(seed, 1), ("recovery", "adaptive"))
     main = {
-        a: selection_risks(10_000, S, a, cfg["reps"], make_rng(seed, 2, i))
+        a: selection_risks(10_000, S, a, cfg.reps, make_rng(seed, 2, i))
         for i, a in enumerate(A_GRID)
     }
     sweep = {
         (p, a): selection_risks(
-            p, S, a, cfg["reps"], make_rng(seed, 3, p, i), ("recovery", "adaptive")
+            p, S, a, cfg.reps, make_rng(seed, 3, p, i), ("recovery", "adaptive")
         )
-        for p in cfg["p_sweep"]
-        for i, a in enumerate(cfg["sweep_a"])
+        for p in cfg.p_sweep
+        for i, a in enumerate(cfg.sweep_a)
     }
     return {"null": null, "main": main, "sweep": sweep}
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
-    cfg = _SETTINGS[mode]
-    seeds = claim_seeds(mode, seed, quick=_SETTINGS["quick"]["seeds"], full=cfg["seeds"])
+def run(mode: Mode = "quick", seed: int = 0, cfg: SpAMSelectReproConfig | None = None) -> Result:
+    cfg = cfg or _MODES[mode]
+    seeds = claim_seeds(mode, seed, quick=cfg.seeds, full=cfg.seeds)
     result = Result(
         name="theory.spam_select", mode=mode, seed=seed, paper_title=PAPER_TITLE, headline=HEADLINE
     )
-    with threadpool_limits(1):
+    with blas_threads(1):
         per = [_one_seed(cfg, s) for s in seeds]
     null, main, sweep = per[0]["null"], per[0]["main"], per[0]["sweep"]
 
@@ -143,7 +150,7 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
     for name in ("recovery", "adaptive"):
         result.claims.append(
             Claim(
-                f"null (p=1000, {cfg['null_reps']} reps): P(any selection) of the {name} selector ≤ δ/2, every seed",
+                f"null (p=1000, {cfg.null_reps} reps): P(any selection) of the {name} selector ≤ δ/2, every seed",
                 math.nan, DELTA / 2, "<=",
                 values=[x["null"][name]["p_any"] for x in per], seeds=seeds,
             )
@@ -210,9 +217,9 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
     result.metrics = {
         "null_p_any_recovery": null["recovery"]["p_any"],
         "null_p_any_adaptive": null["adaptive"]["p_any"],
-        "reps": cfg["reps"],
+        "reps": cfg.reps,
         "seeds": seeds,
-        "null_reps": cfg["null_reps"],
+        "null_reps": cfg.null_reps,
         **{f"K_{name}_p1e4": k for name, k in truncs.items()},
     }
     result.notes += [
