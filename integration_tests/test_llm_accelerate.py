@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 ACCELERATE = str(Path(sys.executable).with_name("accelerate"))
+COMMAND = ["llm", "lrc-train"]  # `eff llm lrc-train` (`python -m eff_shared` is `eff`)
 ARGS = ["--steps", "3", "--batch-size", "8", "--seq-len", "16", "--seed", "2"]
 
 
@@ -31,7 +32,7 @@ def _env() -> dict[str, str]:
 def test_lrc_under_accelerate_launch_two_cpu_processes_matches_one_process(tmp_path):
     one, two = tmp_path / "one.json", tmp_path / "two.json"
     subprocess.run(
-        [sys.executable, "-m", "eff_llm.lrc", *ARGS, "--out", str(one)],
+        [sys.executable, "-m", "eff_shared", *COMMAND, *ARGS, "--out", str(one)],
         check=True,
         env=_env(),
         timeout=300,
@@ -52,7 +53,8 @@ def test_lrc_under_accelerate_launch_two_cpu_processes_matches_one_process(tmp_p
         "--main_process_port",
         "29531",
         "-m",
-        "eff_llm.lrc",
+        "eff_shared",
+        *COMMAND,
         *ARGS,
         "--out",
         str(two),

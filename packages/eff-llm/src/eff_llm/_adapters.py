@@ -32,6 +32,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from eff_shared.torch import seeded
+
 __all__ = [
     "ADAPTER_CONFIG_NAME",
     "ADAPTER_WEIGHTS_NAME",
@@ -225,10 +227,17 @@ class AdapterModel(nn.Module):
         names = find_target_modules(
             model, targets, config.exclude_modules, adapter_types=(AdapterLayer,)
         )
-        with torch.random.fork_rng(devices=[]):
-            if seed is not None:
-                torch.manual_seed(seed)
+        if seed is not None:
+            with seeded(seed):
+                return cls(model, config, names)
+        # No seed: the initialisation draws from the caller's stream, which is left as it was (as
+        # with a seed), so wrapping twice from one state gives the same adapter. The core's
+        # seeded() always reseeds, so this fork without a seed is written out here.
+        state = torch.random.get_rng_state()
+        try:
             return cls(model, config, names)
+        finally:
+            torch.random.set_rng_state(state)
 
     # -- running -------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:

@@ -13,7 +13,6 @@ One loop, unchanged from one CPU process to ``accelerate launch`` on many GPUs:
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,24 +26,7 @@ from eff_shared.progress import track
 
 from ._corpus import lm_windows
 
-__all__ = ["TrainConfig", "TrainLog", "causal_lm_loss", "evaluate_lm", "single_thread", "train_lm"]
-
-
-def single_thread(fn: Callable) -> Callable:
-    """Run ``fn`` with one torch intra-op thread (restored afterwards): the tiny CPU-scale
-    reproductions are many times slower with several threads on a loaded machine, and
-    ``eff reproduce`` does not pin threads itself."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(before)
-
-    return wrapper
+__all__ = ["TrainConfig", "TrainLog", "causal_lm_loss", "evaluate_lm", "train_lm"]
 
 
 @dataclass(frozen=True)

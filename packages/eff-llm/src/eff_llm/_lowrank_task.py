@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from eff_shared.torch import seeded
+
 __all__ = [
     "FrozenReluClassifier",
     "LowRankTask",
@@ -79,8 +81,7 @@ def lora_model(task: LowRankTask, rank: int, seed: int) -> nn.Module:
     """The frozen model with a peft LoRA (r = lora_alpha = ``rank``: scaling 1) on ``proj``."""
     from peft import LoraConfig, get_peft_model
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # peft's kaiming init of A, identical for every client
+    with seeded(seed):  # peft's kaiming init of A, identical for every client
         return get_peft_model(
             FrozenReluClassifier(task.w0, task.head),
             LoraConfig(r=rank, lora_alpha=rank, target_modules=["proj"], lora_dropout=0.0),

@@ -11,50 +11,29 @@ Shared helpers (reused by later eff-llm methods):
   ordinary token and its embedding is trained);
 - :func:`train_last_token` — Adam on the last-token cross-entropy, with an optional extra loss
   (e.g. an adapter's routing balance loss) and a seeded batch sampler;
-- :func:`last_token_accuracy`, :func:`last_token_logits`;
-- :func:`seeded_rng` — run a block under a seeded torch global RNG without touching the caller's.
+- :func:`last_token_accuracy`, :func:`last_token_logits`.
+
+A seeded block of torch's global RNG is the core's :func:`eff_shared.torch.seeded`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from eff_shared.errors import check_positive
+from eff_shared.torch import seeded
 
 __all__ = [
     "last_token_accuracy",
     "last_token_logits",
-    "seeded_rng",
     "tiny_llama",
     "tiny_qwen2",
     "train_last_token",
 ]
-
-
-@contextmanager
-def seeded_rng(seed: int, module: nn.Module | None = None) -> Iterator[None]:
-    """Run the block under torch's global RNG seeded with ``seed``, then restore the caller's state.
-
-    For code that draws from the global RNG with no generator argument (peft's adapter init,
-    ``nn.Dropout``). The CPU generator is forked, and the CUDA generator of every device that
-    ``module``'s parameters live on (other devices are left alone, neither forked nor seeded).
-    """
-    devices = sorted(
-        {p.device.index or 0 for p in module.parameters() if p.device.type == "cuda"}
-        if module is not None
-        else set()
-    )
-    with torch.random.fork_rng(devices=devices):
-        torch.random.default_generator.manual_seed(seed)
-        for d in devices:
-            with torch.cuda.device(d):
-                torch.cuda.manual_seed(seed)
-        yield
 
 
 def _build(
@@ -86,8 +65,7 @@ def _build(
         eos_token_id=None,
         tie_word_embeddings=tie_word_embeddings,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         return model_cls(config)
 
 

@@ -51,9 +51,9 @@ def smore_cmd(
     ] = None,
 ) -> None:
     """S'MoRE vs MoLoRA and LoRA on the clustered regression toy (the llm.smore task)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     from eff_llm.reproduce.smore import SMoREReproConfig, experiment
 
     cfg = SMoREReproConfig(
@@ -82,9 +82,9 @@ def deft_cmd(
     ] = None,
 ) -> None:
     """DEFT (relu, qr) vs LoRA adapting a tiny '+' Llama to '-' (the llm.deft task)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     from eff_llm.reproduce.deft import DeftReproConfig, experiment
 
     out = experiment(DeftReproConfig(rank=rank, adapt_steps=steps), seed)
@@ -109,9 +109,9 @@ def lorasuite_cmd(
     ] = None,
 ) -> None:
     """Transfer a subtraction LoRA to a rotated / permuted / deepened tiny Llama (llm.lorasuite)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     import numpy as np
 
     from eff_llm.reproduce.lorasuite import LoRASuiteReproConfig, experiment
@@ -163,9 +163,9 @@ def prompt_memorization_cmd(
     ] = None,
 ) -> None:
     """Minimal soft-prompt length m*(n) that memorizes n random examples on a frozen random model."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     from eff_llm.prompt_memorization import memorization_sweep
 
     try:
@@ -217,9 +217,9 @@ def fedsvd_cmd(
     ] = None,
 ) -> None:
     """FedSVD vs FFA-LoRA and FedAvg-LoRA under the same DP noise (the llm.fedsvd task)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     _check_backend(backend)
     from eff_llm.reproduce.fedsvd import FedSVDRunConfig
     from eff_llm.reproduce.fedsvd import run as run_fedsvd
@@ -259,9 +259,9 @@ def yoco_cmd(
     ] = None,
 ) -> None:
     """One-shot YOCO vs one-shot FedAvg-LoRA (the llm.yoco task)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     _check_backend(backend, allowed=("inprocess",))
     from eff_llm.reproduce.yoco import YOCORunConfig
     from eff_llm.reproduce.yoco import run as run_yoco
@@ -379,9 +379,9 @@ def omnidraft_cmd(
     ] = None,
 ) -> None:
     """OmniDraft (oracle/learned drafter, DM vs n-gram cache, distillation) vs HF UAD (llm.omnidraft)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     from eff_llm.reproduce.omnidraft import OmniDraftRunConfig, experiment
 
     choices = {"none": (), "dm": ("dm",), "hybrid": ("hybrid",), "all": ("dm", "hybrid")}
@@ -471,9 +471,9 @@ def svdecode_cmd(
     ] = None,
 ) -> None:
     """SVDecode vs the warm start on the shifted modular-addition task (llm.svdecode)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     from eff_llm.reproduce.svdecode import SVDecodeRunConfig
     from eff_llm.reproduce.svdecode import run as run_svdecode
 
@@ -509,9 +509,9 @@ def watermark_cmd(
     ] = None,
 ) -> None:
     """HeavyWater / SimplexWater vs KGW and Gumbel on the synthetic low-entropy LM (llm.watermark)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     from eff_llm.reproduce.watermark import WatermarkRunConfig
     from eff_llm.reproduce.watermark import run as run_watermark
 
@@ -559,9 +559,9 @@ def lrc_cmd(
     ] = None,
 ) -> None:
     """Low-Rank Clone of a tiny docstring-LM teacher vs scratch / no-clone baselines (llm.lrc)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     from eff_llm.reproduce.lrc import LRCReproConfig, experiment
 
     chosen = {"scratch": ("scratch",), "no-clone": ("no_clone",), "both": ("scratch", "no_clone")}
@@ -582,6 +582,90 @@ def lrc_cmd(
         json_path,
         {"checks": out["checks"], "corpus_sha256": out["sha256"]},
     )
+
+
+@app.command("lrc-train")
+def lrc_train_cmd(
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Optimisation steps.")] = 4,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="Global batch (split over processes).")
+    ] = 8,
+    seq_len: Annotated[int, typer.Option("--seq-len", min=2, help="Window length.")] = 16,
+    teacher_hidden: Annotated[
+        int, typer.Option("--teacher-hidden", min=4, help="Teacher hidden size (4 heads).")
+    ] = 32,
+    student_hidden: Annotated[
+        int, typer.Option("--student-hidden", min=1, help="Student hidden size d_S.")
+    ] = 16,
+    lr: Annotated[float, typer.Option("--lr", min=0.0, help="AdamW learning rate.")] = 3e-3,
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    corpus: Annotated[
+        bool, typer.Option("--corpus", help="Docstring corpus + BPE-1200 (else random tokens).")
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "--json", help="Write the summary (losses, parameters) as JSON."),
+    ] = None,
+) -> None:
+    """Train a tiny LRC student with ``accelerate`` (``accelerate launch -m eff_shared llm
+    lrc-train ...`` for several processes or GPUs); the main process prints and writes the summary.
+
+    The teacher is a seeded random tiny Llama and the data random tokens, so the command needs no
+    corpus and runs in seconds; with ``--corpus`` it uses the docstring corpus and BPE-1200.
+    """
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    import torch
+    from accelerate import Accelerator
+
+    from eff_llm._lm_train import TrainConfig, train_lm
+    from eff_llm._models import tiny_llama
+    from eff_llm.lrc import LowRankClone, LowRankCloneConfig
+
+    acc = Accelerator()
+    if corpus:
+        from eff_llm._corpus import docstring_lm_data
+
+        stream = docstring_lm_data(1200).train
+        vocab = 1200
+    else:
+        vocab = 64
+        stream = torch.randint(0, vocab, (4096,), generator=torch.Generator().manual_seed(seed))
+    teacher = tiny_llama(
+        vocab_size=vocab,
+        hidden_size=teacher_hidden,
+        num_heads=4,
+        intermediate_size=2 * teacher_hidden,
+        max_position_embeddings=max(64, seq_len),
+        seed=seed,
+    )
+    model = LowRankClone(teacher, LowRankCloneConfig(student_hidden, kl_temperature=1.0), seed=seed)
+    cfg = TrainConfig(steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr, seed=seed)
+    log = train_lm(model, lambda m, x: m(x).loss, stream, cfg, accelerator=acc)
+    params = {
+        k: v.detach().cpu()
+        for k, v in acc.unwrap_model(model).named_parameters()
+        if v.requires_grad
+    }
+    summary = {
+        "num_processes": log.num_processes,
+        "losses": log.losses,
+        "params": {k: v.reshape(-1).tolist() for k, v in params.items()},
+    }
+    if acc.is_main_process:
+        from eff_shared.report import print_rows
+
+        row = {
+            "processes": log.num_processes,
+            "steps": steps,
+            "first loss": log.losses[0],
+            "last loss": log.losses[-1],
+            "trainable": sum(v.numel() for v in params.values()),
+        }
+        title = f"eff llm lrc-train: d_T={teacher_hidden} → d_S={student_hidden}"
+        print_rows(title, [row], out, extra=summary)
+    acc.wait_for_everyone()
 
 
 # --- nemotron_flash --------------------------------------------------------------------------
@@ -617,9 +701,9 @@ def nemotron_flash_wnorm_cmd(
     ] = None,
 ) -> None:
     """Weight normalisation (wd 0) vs AdamW wd 0.1 on a tiny docstring LM (val CE)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     from eff_llm.reproduce.nemotron_flash import NemotronFlashReproConfig, weight_norm_experiment
 
     try:
@@ -684,9 +768,9 @@ def nemotron_flash_lut_cmd(
     ] = None,
 ) -> None:
     """Measure the per-operator single-token decode LUT on this device (ms/token)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     from eff_llm.nemotron_flash import LatencyLUT
 
     sizes = _int_list(hidden, "--hidden")
@@ -714,9 +798,9 @@ def gain_rl_cmd(
     ] = None,
 ) -> None:
     """GRPO with the GAIN-RL angle curriculum vs uniform sampling on the toy task (llm.gain_rl)."""
-    import torch
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     from eff_llm.reproduce.gain_rl import GainRLReproConfig, end_to_end
 
     if task != "modadd":

@@ -54,6 +54,7 @@ from torch import nn
 
 from eff_llm._adapters import peft_deprecations_silenced
 from eff_shared.errors import check_choice, check_positive
+from eff_shared.torch import seeded
 
 __all__ = [
     "AttentionWeights",
@@ -773,8 +774,7 @@ def derive_updated_model(
         cfg.head_dim = hd  # heads keep their size (the default head_dim would grow)
         cfg.rms_norm_eps = cfg.rms_norm_eps * d / d_new
     gen = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         new_model = type(old_model)(cfg).float().eval()
     if d_new == d:
         Q = _random_orthogonal(d, gen) if rotate else torch.eye(d)

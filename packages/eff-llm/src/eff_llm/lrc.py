@@ -42,8 +42,8 @@ in-training student's, because training runs that same transformers module with 
 (``torch.func.functional_call``). Weight composition costs O(L·d_T·d_S·(4d_T + 3d_mid)) per step,
 independent of the batch.
 
-``python -m eff_llm.lrc`` trains a tiny clone with ``accelerate`` (``accelerate launch -m eff_llm.lrc``
-runs it on several processes/GPUs).
+``eff llm lrc-train`` trains a tiny clone with ``accelerate`` (``accelerate launch -m eff_shared llm
+lrc-train`` runs it on several processes/GPUs).
 """
 
 from __future__ import annotations
@@ -422,83 +422,3 @@ class LowRankClone(nn.Module):
         return LRCOutput(
             loss=loss, lm_loss=lm_loss, kl_loss=kl, clone_losses=terms, logits=s_logits
         )
-
-
-# -- script entry: `python -m eff_llm.lrc` / `accelerate launch -m eff_llm.lrc` ----------------
-
-
-def main(argv: list[str] | None = None) -> dict:
-    """Train a tiny LRC student with ``accelerate`` and write a JSON summary (main process only).
-
-    The teacher is a seeded random tiny Llama and the data random tokens, so the script needs no
-    corpus and runs in seconds; with ``--corpus`` it uses the docstring corpus and BPE-1200.
-    """
-    import argparse
-    import json
-
-    from accelerate import Accelerator
-
-    from ._lm_train import TrainConfig, train_lm
-    from ._models import tiny_llama
-
-    ap = argparse.ArgumentParser(prog="python -m eff_llm.lrc", description=main.__doc__)
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--seq-len", type=int, default=16)
-    ap.add_argument("--teacher-hidden", type=int, default=32)
-    ap.add_argument("--student-hidden", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--corpus", action="store_true", help="docstring corpus + BPE-1200")
-    ap.add_argument("--out", type=str, default=None, help="write the summary JSON here")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    acc = Accelerator()
-    if args.corpus:
-        from ._corpus import docstring_lm_data
-
-        stream = docstring_lm_data(1200).train
-        vocab = 1200
-    else:
-        vocab = 64
-        stream = torch.randint(
-            0, vocab, (4096,), generator=torch.Generator().manual_seed(args.seed)
-        )
-    teacher = tiny_llama(
-        vocab_size=vocab,
-        hidden_size=args.teacher_hidden,
-        num_heads=4,
-        intermediate_size=2 * args.teacher_hidden,
-        max_position_embeddings=max(64, args.seq_len),
-        seed=args.seed,
-    )
-    model = LowRankClone(
-        teacher, LowRankCloneConfig(args.student_hidden, kl_temperature=1.0), seed=args.seed
-    )
-    cfg = TrainConfig(
-        steps=args.steps,
-        batch_size=args.batch_size,
-        seq_len=args.seq_len,
-        lr=args.lr,
-        seed=args.seed,
-    )
-    log = train_lm(model, lambda m, x: m(x).loss, stream, cfg, accelerator=acc)
-    params = {
-        k: v.detach().cpu()
-        for k, v in acc.unwrap_model(model).named_parameters()
-        if v.requires_grad
-    }
-    summary = {
-        "num_processes": log.num_processes,
-        "losses": log.losses,
-        "params": {k: v.reshape(-1).tolist() for k, v in params.items()},
-    }
-    if acc.is_main_process and args.out:
-        with open(args.out, "w") as fh:
-            json.dump(summary, fh)
-    acc.wait_for_everyone()
-    return summary
-
-
-if __name__ == "__main__":
-    main()

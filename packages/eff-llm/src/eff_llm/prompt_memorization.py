@@ -40,6 +40,7 @@ from transformers import (
 )
 
 from eff_shared.errors import check_choice, check_positive
+from eff_shared.torch import seeded
 
 __all__ = [
     "FitResult",
@@ -130,8 +131,7 @@ def make_random_backbone(
             if arch == "llama"
             else (Qwen2Config(**kw), Qwen2ForCausalLM)
         )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         model = cls(config)
     model.requires_grad_(False)
     return model.eval()

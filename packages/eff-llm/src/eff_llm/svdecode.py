@@ -37,7 +37,7 @@ from torch import nn
 from transformers import DynamicCache, LogitsProcessor
 
 from eff_shared.errors import check_choice, check_positive, check_type
-from eff_shared.seeding import derive_seed
+from eff_shared.torch import seeded
 
 __all__ = [
     "SVDecodeLogitsProcessor",
@@ -327,13 +327,13 @@ def warm_start(
     RNG seeded from ``seed`` — the caller's global RNG state is restored afterwards and never read).
     Same seed ⇒ same φ, whatever ran before.
     """
-    from eff_llm._models import seeded_rng, train_last_token
+    from eff_llm._models import train_last_token
 
     check_positive("steps", steps, integer=True)
     model = copy.deepcopy(base)
     # Stream (seed, 1) for the global RNG, decorrelated from the batch sampler's
     # torch.Generator(seed); a full fine-tune without dropout draws nothing from it.
-    with seeded_rng(derive_seed(seed, 1), model):
+    with seeded(seed, 1):
         if peft_config is not None:
             from peft import get_peft_model
 

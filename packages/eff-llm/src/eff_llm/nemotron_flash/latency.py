@@ -13,6 +13,7 @@ import torch
 
 from eff_llm.nemotron_flash.model import MIXERS, HybridSLM, HybridSLMConfig, parse_operators
 from eff_shared.errors import check_positive
+from eff_shared.torch import seeded
 
 __all__ = ["HybridArch", "LatencyLUT", "decode_latency"]
 
@@ -128,8 +129,7 @@ def decode_latency(
     """Median wall time (ms) of one cached single-token decode step of a (seeded) hybrid model."""
     dev = torch.device(device)
     if model is None:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed):
             model = HybridSLM(_lut_config(operators, hidden, window))
     model = model.to(dev).eval()
     from transformers import DynamicCache

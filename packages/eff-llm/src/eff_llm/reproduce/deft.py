@@ -38,6 +38,7 @@ from eff_llm._data import arithmetic_table
 from eff_llm._models import last_token_accuracy, tiny_llama, train_last_token
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
+from eff_shared.torch import threads
 
 __all__ = ["DeftReproConfig", "formula_gap", "pretrain_base", "run"]
 
@@ -345,9 +346,9 @@ def _check_claims(cfg: DeftReproConfig, outs: dict[int, dict], seeds: list[int])
     return claims
 
 
+@threads(1)
 def run(mode: Mode = "quick", seed: int = 0, cfg: DeftReproConfig | None = None) -> Result:
     cfg = cfg or (DeftReproConfig() if mode == "full" else QUICK)
-    torch.set_num_threads(1)
     seeds = claim_seeds(mode, seed, quick=1, full=5)
     outs = {s: experiment(cfg, s) for s in seeds}
     out = outs[seed]

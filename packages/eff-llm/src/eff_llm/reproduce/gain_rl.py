@@ -63,9 +63,9 @@ from scipy import stats
 
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Mode, Result, paper_claim
+from eff_shared.torch import threads
 
 from .._data import arithmetic_table
-from .._lm_train import single_thread
 from .._models import tiny_llama, train_last_token
 from ..gain_rl import (
     GaussianCurriculumSampler,
@@ -406,7 +406,7 @@ PAPER_HEADLINE = (
 _PAPER = "over 2.5x acceleration in training efficiency vs vanilla GRPO (GSM8K / MATH / coding, Qwen2.5 0.5B-7B)"
 
 
-@single_thread
+@threads(1)
 def run(mode: Mode = "quick", seed: int = 0, cfg: GainRLReproConfig | None = None) -> Result:
     """Quick: one end-to-end seed of at most 100 GRPO steps. Full: 5 seeds of at most 1200 steps
     (median step ratio)."""

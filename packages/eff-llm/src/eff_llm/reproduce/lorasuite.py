@@ -39,6 +39,7 @@ import torch
 from eff_llm._data import arithmetic_table, arithmetic_vocab
 from eff_llm._models import last_token_accuracy, tiny_llama, train_last_token
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
+from eff_shared.torch import threads
 
 __all__ = ["LoRASuiteReproConfig", "experiment", "run"]
 
@@ -218,9 +219,9 @@ PAPER_HEADLINE = (
 _PAPER = "above small-scale vanilla LoRA; +1.4 / +6.6 math points over full LoRA retraining (MiniCPM / Qwen)"
 
 
+@threads(1)
 def run(mode: Mode = "quick", seed: int = 0, cfg: LoRASuiteReproConfig | None = None) -> Result:
     cfg = cfg or LoRASuiteReproConfig(full_retrain=mode == "full")
-    torch.set_num_threads(1)
     seeds = claim_seeds(mode, seed, quick=1, full=5)
     outs = {s: experiment(cfg, s) for s in seeds}
     out = outs[seed]

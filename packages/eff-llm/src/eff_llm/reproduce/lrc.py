@@ -34,10 +34,10 @@ import torch
 
 from eff_shared.errors import check_choice, check_positive, check_type
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
-from eff_shared.torch import count_parameters
+from eff_shared.torch import count_parameters, seeded, threads
 
 from .._corpus import docstring_lm_data, validation_windows
-from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, single_thread, train_lm
+from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, train_lm
 from ..lrc import LowRankClone, LowRankCloneConfig, lrc_trainable_count
 
 __all__ = [
@@ -116,8 +116,7 @@ def tiny_tied_llama(
         bos_token_id=None,
         eos_token_id=None,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         return LlamaForCausalLM(cfg)
 
 
@@ -160,8 +159,7 @@ def tiny_teacher(
         bos_token_id=None,
         eos_token_id=None,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         return model_cls(cfg)
 
 
@@ -306,7 +304,7 @@ QWEN2_TEACHERS = {
 }
 
 
-@single_thread
+@threads(1)
 def run(mode: Mode = "quick", seed: int = 0, cfg: LRCReproConfig | None = None) -> Result:
     """Quick: one short seed for the checks (no baselines). Full: seeds ``seed … seed+4`` (paper
     claims on the median differences) plus two information rows (the code's sequence-summed KL;

@@ -51,10 +51,10 @@ import torch
 
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Mode, Result, paper_claim
-from eff_shared.torch import count_parameters
+from eff_shared.torch import count_parameters, seeded, threads
 
 from .._corpus import docstring_lm_data, validation_windows
-from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, single_thread, train_lm
+from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, train_lm
 from .._models import tiny_llama
 from ..nemotron_flash import (
     DELTANET_MODULES,
@@ -235,8 +235,7 @@ def weight_norm_model(cfg: NemotronFlashReproConfig, vocab_size: int, seed: int)
                 deltanet_head_dim=head_dim,
             )
             model_cls = HybridSLM
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed):
             return model_cls(config)
 
 
@@ -340,8 +339,7 @@ def hybrid_check(seed: int) -> dict:
             mamba_head_dim=16,
             deltanet_head_dim=8,
         )
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed):
             model = HybridSLM(config)
         x = torch.randint(0, 64, (2, 10), generator=torch.Generator().manual_seed(seed))
         model.train()
@@ -559,7 +557,7 @@ _PAPER_WNORM_HYBRID = (
 HYBRID_WNORM_FAMILY = "qwen3_next"
 
 
-@single_thread
+@threads(1)
 def run(mode: Mode = "quick", seed: int = 0, cfg: NemotronFlashReproConfig | None = None) -> Result:
     """Quick: one weight-norm seed of 60 steps (the per-step norm check; CI budget). Full: three
     seeds of the spec's 300 steps, the search sensitivity to two other objectives and the law fit

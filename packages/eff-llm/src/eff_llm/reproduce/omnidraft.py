@@ -60,6 +60,7 @@ from eff_llm.omnidraft import (
 )
 from eff_shared.errors import check_choice, check_positive, check_type
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
+from eff_shared.torch import threads
 
 __all__ = [
     "OmniDraftRunConfig",
@@ -489,11 +490,11 @@ def _quick_config() -> OmniDraftRunConfig:
     return OmniDraftRunConfig(prompts=8, train_prompts=32)
 
 
+@threads(1)
 def run(mode: Mode = "quick", seed: int = 0, cfg: OmniDraftRunConfig | None = None) -> Result:
     cfg = cfg or (OmniDraftRunConfig() if mode == "full" else _quick_config())
     if set(cfg.distill) != {"dm", "hybrid"} or not cfg.uad:
         raise ValueError("the llm.omnidraft claims need distill=('dm', 'hybrid') and uad=True")
-    torch.set_num_threads(1)
     seeds = claim_seeds(mode, seed, quick=1, full=5)
     outs = {s: experiment(cfg, s) for s in seeds}
     out = outs[seed]

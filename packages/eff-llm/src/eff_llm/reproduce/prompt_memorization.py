@@ -27,9 +27,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
-
 from eff_shared.reproduce import Claim, Mode, Result, paper_claim
+from eff_shared.torch import threads
 
 __all__ = ["PromptMemReproConfig", "growth_claims", "run"]
 
@@ -249,6 +248,7 @@ def _seeds(base: tuple[int, ...], n: int, offset: int) -> tuple[int, ...]:
     return tuple(s + offset for s in out[:n])
 
 
+@threads(1)
 def run(mode: Mode = "quick", seed: int = 0, cfg: PromptMemReproConfig | None = None) -> Result:
     """``seed`` offsets the data seeds of each claim (the spec's are the config fields)."""
     if cfg is None:
@@ -259,7 +259,6 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: PromptMemReproConfig | None = 
             growth_seeds=_seeds((2, 3), 5 if full else 3, seed),
             low_rank_seeds=_seeds((1, 2, 3), 5 if full else 3, seed),
         )
-    torch.set_num_threads(1)
     out = experiment(cfg, cfg.growth_seeds)
     lo, hi = min(cfg.init_ranges), max(cfg.init_ranges)
     result = Result(

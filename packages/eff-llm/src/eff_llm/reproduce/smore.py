@@ -42,6 +42,7 @@ from torch import nn
 
 from eff_llm._data import HierarchicalRegression, hierarchical_regression
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
+from eff_shared.torch import threads
 
 __all__ = [
     "CALIBRATION",
@@ -379,6 +380,7 @@ _PAPER = (
 )
 
 
+@threads(1)
 def run(
     mode: Mode = "quick",
     seed: int = 0,
@@ -389,7 +391,6 @@ def run(
     """The claims over seeds; ``task`` as in :func:`experiment` (a builder ``seed -> task`` gives
     each seed its own teacher; a fixed task is shared by every seed)."""
     cfg = cfg or SMoREReproConfig()
-    torch.set_num_threads(1)
     seeds = claim_seeds(mode, seed, quick=1, full=5)
     outs = {s: experiment(cfg, s, task=task) for s in seeds}
     out = outs[seed]

@@ -28,6 +28,7 @@ from eff_llm._models import last_token_accuracy, tiny_llama, train_last_token
 from eff_llm.svdecode import calibrate_mu, steering_vector, svdecode_logprobs, warm_start
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Mode, Result, paper_claim
+from eff_shared.torch import threads
 
 __all__ = ["SVDecodeRunConfig", "experiment", "run", "splits"]
 
@@ -179,9 +180,9 @@ def _per_seed(rows: list[dict], seeds: list[int], key: str, reduce=None) -> list
     return [float(reduce([r[key] for r in rows if r["seed"] == s])) for s in seeds]
 
 
+@threads(1)
 def run(mode: Mode = "quick", seed: int = 0, cfg: SVDecodeRunConfig | None = None) -> Result:
     cfg = cfg or SVDecodeRunConfig(seeds=FULL_SEEDS if mode == "full" else QUICK_SEEDS)
-    torch.set_num_threads(1)
     out = experiment(cfg, seed)
     rows = out["rows"]
     seeds = [s + seed for s in cfg.seeds]
