@@ -449,3 +449,117 @@ def test_adapted_set_sweep_rows_reuse_and_the_all_params_claim():
     allp = sweep["runs"][("all", 0.02)][0]
     assert claim.values == (allp["lcotta"]["last"] - allp["source"]["last"],)
     assert len(result.series["lr_sweep"]["LCoTTA, all params"]) == 2 and len(result.table) == 4
+
+
+# --- the incremental subspace (issue #25: speed) -----------------------------------------------
+
+
+def _stream_of_gradients(n, d, seed, mean_scale=0.0, dtype=torch.float32):
+    """Window-like vectors: a common mean (scale ``mean_scale``) + a decaying-spectrum spread."""
+    g = _gen(seed)
+    mean = mean_scale * torch.randn(d, generator=g, dtype=torch.float64)
+    spread = torch.linspace(3, 0.1, d, dtype=torch.float64)
+    return [(mean + torch.randn(d, generator=g, dtype=torch.float64) * spread).to(dtype)
+            for _ in range(n)]  # fmt: skip
+
+
+def _pair(rank, window, every=1, center=True):
+    return (
+        GradientSubspaceTracker(rank, window, every, center=center),
+        GradientSubspaceTracker(rank, window, every, center=center, impl="incremental"),
+    )
+
+
+@pytest.mark.parametrize("center", [True, False])
+@pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-5), (torch.float64, 1e-11)])
+def test_incremental_projection_equals_the_reference_over_many_refreshes(center, dtype, tol):
+    """Many refreshes, the ring wrapping around the window several times (slot order ≠ window
+    order), window 7 not a multiple of the 4-row kernel blocks; ``project`` of the recorded
+    gradient and of fresh vectors equals the reference's to ``tol`` (relative)."""
+    ref, inc = _pair(rank=4, window=7, every=2, center=center)
+    vs = _stream_of_gradients(90, 301, seed=21, mean_scale=2.0, dtype=dtype)
+    probes = _stream_of_gradients(90, 301, seed=22, dtype=dtype)
+    worst, compared = 0.0, 0
+    for step, (v, probe) in enumerate(zip(vs, probes, strict=True), start=1):
+        assert ref.observe(step, v) == inc.observe(step, v)
+        assert ref.ready == inc.ready and len(ref) == len(inc)
+        for x in (v, probe):
+            p_ref, p_inc = ref.project(x).double(), inc.project(x).double()
+            worst = max(worst, float((p_ref - p_inc).norm() / p_ref.norm()))
+            compared += ref.ready
+        if ref.ready:
+            assert inc.basis.shape == ref.basis.shape and inc.basis.dtype == dtype
+    assert inc.recorded == 45 > 6 * inc.window and inc.refreshes == ref.refreshes == 42
+    assert inc.fallbacks == 0 and compared > 80
+    assert worst <= tol, worst
+    # the window (views of the ring) holds the last 7 recorded gradients, oldest first
+    for a, b in zip(inc._window, vs[-13::2], strict=True):
+        assert torch.equal(a, b)
+
+
+def test_incremental_window_of_exactly_k_drops_the_zero_variance_axis():
+    ref, inc = _pair(rank=4, window=10)
+    for step, v in enumerate(_stream_of_gradients(4, 30, seed=23, dtype=torch.float64), 1):
+        ref.observe(step, v)
+        inc.observe(step, v)
+    assert inc.basis.shape == ref.basis.shape == (3, 30)  # centred rank k − 1
+    assert inc.fallbacks == 0
+    x = _stream_of_gradients(1, 30, seed=24, dtype=torch.float64)[0]
+    torch.testing.assert_close(inc.project(x), ref.project(x), rtol=1e-10, atol=1e-12)
+
+
+def test_incremental_falls_back_to_the_reference_under_a_large_common_mean():
+    """Centring the Gram matrix cancels ‖mean‖² against the spread: with a mean 10⁴ times the
+    spread the eigenvalues that decide the axes are not certain and every refresh runs the
+    reference computation on the same values — bit-identical to the reference tracker."""
+    ref, inc = _pair(rank=3, window=6)
+    vs = _stream_of_gradients(20, 200, seed=25, mean_scale=1e4)
+    probes = _stream_of_gradients(20, 200, seed=26)
+    for step, (v, x) in enumerate(zip(vs, probes, strict=True), start=1):
+        ref.observe(step, v)
+        inc.observe(step, v)
+        assert torch.equal(inc.project(x), ref.project(x))
+    assert inc.refreshes == 18 and inc.fallbacks == inc.refreshes
+    # a modest mean does not fall back
+    ref2, inc2 = _pair(rank=3, window=6)
+    for step, v in enumerate(_stream_of_gradients(20, 200, seed=25, mean_scale=10.0), 1):
+        ref2.observe(step, v)
+        inc2.observe(step, v)
+        inc2.project(v)
+    assert inc2.refreshes == 18 and inc2.fallbacks == 0
+
+
+def test_incremental_reset_and_bad_inputs():
+    inc = GradientSubspaceTracker(2, 4, 1, impl="incremental")
+    for step, v in enumerate(_stream_of_gradients(6, 50, seed=27), 1):
+        inc.observe(step, v)
+    assert inc.ready and inc.basis is not None
+    inc.reset()
+    assert len(inc) == 0 and inc.recorded == 0 and inc.basis is None and inc._ring is None
+    inc.observe(1, torch.zeros(50))
+    with pytest.raises(ValueError, match="one kind of vector"):
+        inc.observe(2, torch.zeros(51))
+    with pytest.raises(ValueError, match="one kind of vector"):
+        inc.observe(3, torch.zeros(50, dtype=torch.float64))
+    with pytest.raises(ValueError, match="impl"):
+        GradientSubspaceTracker(2, 4, 1, impl="fast")
+    with pytest.raises(ValueError, match="subspace_impl"):
+        LCoTTA(_ln_model(), rank=2, window=4, subspace_impl="fast")
+
+
+def test_lcotta_incremental_matches_the_reference_run():
+    """The same stream through LCoTTA with either subspace implementation (float64 model): the
+    predictions and the parameters agree to rounding, the updates lie in the tracked subspace."""
+    model = _ln_model().double()
+    runs = {}
+    for impl in ("reference", "incremental"):
+        lc = _lcotta(copy.deepcopy(model), subspace_impl=impl)
+        outs = [lc(x.double()) for x in _batches(40, seed=28)]
+        runs[impl] = (lc, torch.cat(outs))
+    (ref, out_ref), (inc, out_inc) = runs["reference"], runs["incremental"]
+    assert inc.subspace.impl == "incremental" and inc.subspace.refreshes == ref.subspace.refreshes
+    assert inc.stats["projected"] == ref.stats["projected"] > 25
+    assert inc.subspace.fallbacks == 0
+    torch.testing.assert_close(out_inc, out_ref, rtol=1e-9, atol=1e-10)
+    for p, q in zip(inc.params, ref.params, strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-10)
