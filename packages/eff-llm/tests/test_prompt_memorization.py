@@ -103,7 +103,7 @@ def test_bad_inputs_raise():
         SoftPromptClassifier(backbone, 62, range(4))(x)
     with pytest.raises(TypeError, match="integer tensor"):
         clf(x.float())
-    with pytest.raises(ValueError, match="rank must be an int in \\[1, 4\\]"):
+    with pytest.raises(ValueError, match="rank must be an integer in \\[1, 4\\]"):
         make_memorization_dataset(8, structure="low_rank", rank=5)
     with pytest.raises(ValueError, match="rank must be an int"):
         make_memorization_dataset(8, structure="low_rank", rank=0)

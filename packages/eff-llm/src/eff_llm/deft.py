@@ -51,7 +51,7 @@ from peft.tuners.deft import DeftLayer
 from torch import nn
 
 from eff_llm._adapters import peft_deprecations_silenced
-from eff_shared.errors import check_choice, check_positive
+from eff_shared.errors import check_choice, check_int, check_positive
 
 __all__ = [
     "DeftConfig",
@@ -119,8 +119,7 @@ def get_deft_model(
     (peft silently clips the rank there).
     """
     check_choice("decomposition", decomposition, DECOMPOSITIONS)
-    if isinstance(r, bool) or not isinstance(r, int):
-        raise TypeError(f"r must be an int, got {r!r}")
+    check_int("r", r)
     if para and alpha is not None:
         raise ValueError(
             f"para=True (PaRa: pure subspace removal) takes no alpha; got alpha={alpha!r}"

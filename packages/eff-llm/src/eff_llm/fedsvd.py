@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from eff_llm._lora import load_lora_state, lora_pairs, lora_state
+from eff_shared.errors import check_int
 from eff_shared.federated import weighted_mean
 
 __all__ = [
@@ -139,8 +140,7 @@ class FedSVDAggregator(_LoRAAggregator):
     ``period`` rounds (official ``recalculate_svd_period`` = 1)."""
 
     def __init__(self, period: int = 1, economical: bool = True) -> None:
-        if isinstance(period, bool) or not isinstance(period, int) or period < 1:
-            raise ValueError(f"period must be an int >= 1, got {period!r}")
+        check_int("period", period, minimum=1)
         super().__init__(expect_a=False)
         self.period, self.economical = period, economical
 
@@ -177,8 +177,7 @@ class DPConfig:
 def _check_rate(sample_rate: float, steps: int) -> None:
     if not 0 < sample_rate <= 1:
         raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    check_int("steps", steps, minimum=1)
 
 
 def calibrate_noise(

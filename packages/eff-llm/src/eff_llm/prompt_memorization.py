@@ -39,7 +39,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from eff_shared.errors import check_choice, check_positive
+from eff_shared.errors import check_choice, check_int, check_positive
 from eff_shared.torch import seeded
 
 __all__ = [
@@ -287,8 +287,7 @@ def make_memorization_dataset(
     check_choice("structure", structure, ["random", "low_rank"])
     if vocab_size <= num_classes:
         raise ValueError(f"vocab_size={vocab_size} must exceed num_classes={num_classes}")
-    if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= min(8, num_classes):
-        raise ValueError(f"rank must be an int in [1, {min(8, num_classes)}], got {rank!r}")
+    check_int("rank", rank, minimum=1, maximum=min(8, num_classes))
     rng = np.random.default_rng(seed)
     x = rng.integers(num_classes, vocab_size, size=(n, seq_len))
     if structure == "random":
@@ -329,8 +328,8 @@ def _check_grid(grid: Iterable[int]) -> list[int]:
     out = list(grid)
     if not out:
         raise ValueError("grid must not be empty")
-    if any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in out):
-        raise ValueError(f"grid must hold positive ints, got {out}")
+    for m in out:
+        check_int("grid values", m, minimum=1)
     if any(b <= a for a, b in itertools.pairwise(out)):
         raise ValueError(f"grid must be strictly increasing, got {out}")
     return out

@@ -58,7 +58,7 @@ from eff_llm._adapters import (
     validate_module_spec,
 )
 from eff_llm._data import HierarchicalRegression, hierarchical_regression
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_bool, check_choice, check_real
 
 __all__ = [
     "HierarchicalRegression",
@@ -93,19 +93,6 @@ def _positive_int_list(name: str, value: Any) -> list[int]:
         if v <= 0:
             raise ValueError(f"{name} must contain values > 0, got {value!r}")
     return out
-
-
-def _check_bool(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-
-
-def _check_weight(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TypeError(f"{name} must be a finite number, got {value!r}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value!r}")
-    return float(value)
 
 
 @dataclass
@@ -177,8 +164,10 @@ class SMoREConfig(JsonConfig):
         check_choice("gate_type", self.gate_type, GATE_TYPES)
         check_choice("init_method", self.init_method, INIT_METHODS)
         check_choice("activation_position", self.activation_position, ["all", "child"])
-        self.balance_loss_weight = _check_weight("balance_loss_weight", self.balance_loss_weight)
-        _check_bool("shared_expert_pool", self.shared_expert_pool)
+        self.balance_loss_weight = check_real(
+            "balance_loss_weight", self.balance_loss_weight, minimum=0
+        )
+        check_bool("shared_expert_pool", self.shared_expert_pool)
         if self.shared_expert_pool and (
             len(set(self.expert_ranks)) != 1 or len(set(self.num_experts)) != 1
         ):
@@ -550,9 +539,11 @@ class MoLoRAConfig(JsonConfig):
         )
         if self.num_active > self.num_experts:
             raise ValueError(f"num_active={self.num_active} exceeds num_experts={self.num_experts}")
-        self.balance_loss_weight = _check_weight("balance_loss_weight", self.balance_loss_weight)
+        self.balance_loss_weight = check_real(
+            "balance_loss_weight", self.balance_loss_weight, minimum=0
+        )
         if self.lora_alpha is not None:
-            self.lora_alpha = _check_weight("lora_alpha", self.lora_alpha)
+            self.lora_alpha = check_real("lora_alpha", self.lora_alpha, minimum=0)
             if self.lora_alpha == 0:
                 raise ValueError("lora_alpha must be > 0")
         self.target_modules = validate_module_spec("target_modules", self.target_modules)

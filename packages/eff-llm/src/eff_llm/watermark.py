@@ -48,7 +48,7 @@ from transformers import LogitsProcessor
 from transformers.generation import BaseWatermarkingConfig
 from transformers.generation.watermarking import WatermarkDetectorOutput
 
-from eff_shared.errors import check_choice, check_fraction, check_positive, check_type
+from eff_shared.errors import check_choice, check_fraction, check_int, check_positive, check_type
 
 __all__ = [
     "GumbelWatermarkLogitsProcessor",
@@ -266,9 +266,7 @@ def _check_common(cfg) -> None:
     if not math.isfinite(cfg.tilt) or cfg.tilt < 0:
         raise ValueError(f"tilt must be a finite number >= 0, got {cfg.tilt!r}")
     check_type("hashing_key", cfg.hashing_key, int)
-    check_type("context_width", cfg.context_width, int)
-    if cfg.context_width < 1:
-        raise ValueError(f"context_width must be >= 1, got {cfg.context_width!r}")
+    check_int("context_width", cfg.context_width, minimum=1)
     check_choice("seeding_scheme", cfg.seeding_scheme, _SCHEMES)
 
 

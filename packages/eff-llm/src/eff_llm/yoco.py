@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from eff_llm._lora import load_lora_state, lora_pairs, lora_state
+from eff_shared.errors import check_int
 from eff_shared.federated import weighted_mean
 
 __all__ = [
@@ -54,8 +55,7 @@ class YOCOConfig:
     aggregation: Literal["mean", "weighted", "svd_of_mean_product"] = "weighted"
 
     def __post_init__(self) -> None:
-        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
-            raise ValueError(f"rank must be an int >= 1, got {self.rank!r}")
+        check_int("rank", self.rank, minimum=1)
         if not self.alpha_init > 0:
             raise ValueError(f"alpha_init must be > 0, got {self.alpha_init!r}")
         if not self.alpha_final >= self.alpha_init:
