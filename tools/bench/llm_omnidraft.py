@@ -26,7 +26,7 @@ from eff_llm.omnidraft import (
     omnidraft_generate,
 )
 from eff_llm.reproduce.omnidraft import (
-    OmniDraftRunConfig,
+    OmniDraftReproConfig,
     _encode,
     build_pair,
     collect_responses,
@@ -43,7 +43,7 @@ def _timed(fn) -> tuple[float, object]:
 
 def main() -> None:
     torch.set_num_threads(1)
-    cfg = OmniDraftRunConfig()
+    cfg = OmniDraftReproConfig()
     pair = build_pair(cfg, 0)
     target, base, tok_t, tok_d = pair["target"], pair["drafter"], pair["tok_t"], pair["tok_d"]
     test = prompts(cfg.prompts, "val", cfg.prompt_chars)

@@ -284,10 +284,10 @@ def test_dp_optimizer_bad_values(optimizer, exc, match):
                 batch_size=1,
                 optimizer=optimizer,
             )
-        from eff_llm.reproduce.fedsvd import FedSVDRunConfig
+        from eff_llm.reproduce.fedsvd import FedSVDReproConfig
 
         with pytest.raises(exc, match=match):
-            FedSVDRunConfig(optimizer=optimizer)
+            FedSVDReproConfig(optimizer=optimizer)
 
 
 def test_client_trains_on_the_broadcast_a():
@@ -393,13 +393,13 @@ def test_public_setup_and_federate_run_a_user_experiment():
     from eff_llm.reproduce.fedsvd import (
         METHODS,
         FederationResult,
-        FedSVDRunConfig,
+        FedSVDReproConfig,
         FedSVDSetup,
         federate,
         setup,
     )
 
-    cfg = FedSVDRunConfig(rounds=2, local_steps=2, n_train=600, clients=4, clients_per_round=2)
+    cfg = FedSVDReproConfig(rounds=2, local_steps=2, n_train=600, clients=4, clients_per_round=2)
     data = setup(cfg, 3)
     assert isinstance(data, FedSVDSetup) and len(data.client_data) == 4
     assert data.steps == 4 and data.sigma > 0
@@ -428,9 +428,9 @@ def test_public_setup_and_federate_run_a_user_experiment():
     with pytest.raises(ValueError, match=r"client_data\[0\]"):
         replace(data, client_data=[(data.task.x_train[:3], data.task.y_train[:2])])
     with pytest.raises(ValueError, match="clients_per_round"):
-        FedSVDRunConfig(clients=2, clients_per_round=3)
+        FedSVDReproConfig(clients=2, clients_per_round=3)
     with pytest.raises(ValueError, match="rounds"):
-        FedSVDRunConfig(rounds=0)
+        FedSVDReproConfig(rounds=0)
 
 
 def test_cli_optimizer_option(tmp_path):

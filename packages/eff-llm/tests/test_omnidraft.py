@@ -25,7 +25,7 @@ from eff_llm.omnidraft import (
     token_byte_forms,
 )
 from eff_llm.reproduce.omnidraft import (
-    OmniDraftRunConfig,
+    OmniDraftReproConfig,
     build_pair,
     greedy_references,
     hf_tokenizer,
@@ -60,7 +60,7 @@ def tiny_cache():
 @pytest.fixture(scope="module")
 def pair():
     """The trained docstring pair of the reproduction (target vocab 1200, drafter vocab 400)."""
-    return build_pair(OmniDraftRunConfig(), 0)
+    return build_pair(OmniDraftReproConfig(), 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -656,7 +656,7 @@ def test_build_pair_with_a_user_metaspace_drafter_tokenizer():
     meta = _metaspace_bpe(docs[: round(0.9 * len(docs))], 500)
     small = {"target_hidden": 32, "target_heads": 2, "target_ffn": 64, "draft_hidden": 32,
              "draft_ffn": 64, "steps": 30, "target_vocab": 600}  # fmt: skip
-    cfg = OmniDraftRunConfig(**small, draft_tokenizer=meta)
+    cfg = OmniDraftReproConfig(**small, draft_tokenizer=meta)
     pair = build_pair(cfg, 0)
     drafter, tok_d, tok_t = pair["drafter"], pair["tok_d"], pair["tok_t"]
     assert drafter.get_input_embeddings().weight.shape[0] == meta.get_vocab_size() == len(tok_d)
@@ -683,7 +683,7 @@ def test_build_pair_with_a_user_metaspace_drafter_tokenizer():
         out = omnidraft_generate(target, drafter, tok_t, tok_d, ids, max_new_tokens=12)
         assert torch.equal(out.sequences, ref)
     with pytest.raises(TypeError, match=r"draft_tokenizer must be a tokenizers\.Tokenizer"):
-        OmniDraftRunConfig(draft_tokenizer="sentencepiece.model")
+        OmniDraftReproConfig(draft_tokenizer="sentencepiece.model")
     with pytest.raises(ValueError, match="fewer than the data's vocabulary"):
         train_docstring_lm(tiny_llama(vocab_size=10), data, cfg, 0)
     with pytest.raises(ValueError, match="role must be one of"):

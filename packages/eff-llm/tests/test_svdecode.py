@@ -326,17 +326,17 @@ def test_quick_reproduction_claims():
 
 
 def test_same_seed_same_result():
-    from eff_llm.reproduce.svdecode import SVDecodeRunConfig, experiment
+    from eff_llm.reproduce.svdecode import SVDecodeReproConfig, experiment
 
-    cfg = SVDecodeRunConfig(seeds=(1,), warm_steps=(4,), pretrain_steps=40)
+    cfg = SVDecodeReproConfig(seeds=(1,), warm_steps=(4,), pretrain_steps=40)
     a, b = experiment(cfg, 3), experiment(cfg, 3)
     assert a["rows"] == b["rows"]
 
 
 def test_public_splits_partition_the_shifted_addition_table():
-    from eff_llm.reproduce.svdecode import SVDecodeRunConfig, splits
+    from eff_llm.reproduce.svdecode import SVDecodeReproConfig, splits
 
-    cfg = SVDecodeRunConfig(modulus=7, shift=3, split=(0.6, 0.2, 0.2))
+    cfg = SVDecodeReproConfig(modulus=7, shift=3, split=(0.6, 0.2, 0.2))
     parts = splits(cfg, 4)
     assert [len(ids) for ids, _ in parts] == [29, 10, 10]  # round(0.6·49), round(0.2·49), the rest
     ids = torch.cat([p[0] for p in parts])

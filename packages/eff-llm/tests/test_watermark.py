@@ -239,13 +239,13 @@ def test_quick_reproduction_claims():
 def test_public_simulate_and_kgw_greenlists():
     from eff_llm.reproduce.watermark import (
         METHODS,
-        WatermarkRunConfig,
+        WatermarkReproConfig,
         simulate,
         synthetic_logits,
     )
     from eff_llm.watermark import kgw_greenlists
 
-    cfg = WatermarkRunConfig(vocab=200, tokens=20, seqs=12)
+    cfg = WatermarkReproConfig(vocab=200, tokens=20, seqs=12)
     logits = synthetic_logits(cfg, 1)
     assert logits.shape == (12, 20, 200) and logits.dtype == torch.float64
     assert torch.equal(logits, synthetic_logits(cfg, 1))
@@ -272,7 +272,7 @@ def test_public_simulate_and_kgw_greenlists():
     with pytest.raises(ValueError, match="seeds must be a 1-D integer array"):
         kgw_greenlists(np.array([1.5]), 40, 0.25)
     with pytest.raises(ValueError, match="methods must be one of"):
-        WatermarkRunConfig(methods=("kgw", "aar"))
+        WatermarkReproConfig(methods=("kgw", "aar"))
     with pytest.raises(ValueError, match="kgw_gamma"):
-        WatermarkRunConfig(kgw_gamma=1.0)
-    assert set(METHODS) == set(WatermarkRunConfig().methods)
+        WatermarkReproConfig(kgw_gamma=1.0)
+    assert set(METHODS) == set(WatermarkReproConfig().methods)

@@ -174,9 +174,9 @@ def test_quick_reproduction_claims_hold():
 def test_public_setup_and_one_shot_run_a_user_experiment():
     from dataclasses import replace
 
-    from eff_llm.reproduce.yoco import OneShotResult, YOCORunConfig, YOCOSetup, one_shot, setup
+    from eff_llm.reproduce.yoco import OneShotResult, YOCOReproConfig, YOCOSetup, one_shot, setup
 
-    cfg = YOCORunConfig(clients=3, epochs=1, n_train=300)
+    cfg = YOCOReproConfig(clients=3, epochs=1, n_train=300)
     data = setup(cfg, 2)
     assert isinstance(data, YOCOSetup) and len(data.client_data) == 3
     yoco = one_shot(cfg, 2, data)
@@ -196,8 +196,8 @@ def test_public_setup_and_one_shot_run_a_user_experiment():
     with pytest.raises(TypeError, match="yoco"):
         one_shot(cfg, 2, data, yoco="yes")
     with pytest.raises(ValueError, match="a_reg must be one of"):
-        YOCORunConfig(a_reg="l2")
+        YOCOReproConfig(a_reg="l2")
     with pytest.raises(ValueError, match="clients"):
-        YOCORunConfig(clients=0)
+        YOCOReproConfig(clients=0)
     with pytest.raises(ValueError, match="client_data must be a non-empty"):
         YOCOSetup(data.task, [])

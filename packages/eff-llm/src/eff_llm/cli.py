@@ -221,14 +221,14 @@ def fedsvd_cmd(
 
     pin_threads(1)
     _check_backend(backend)
-    from eff_llm.reproduce.fedsvd import FedSVDRunConfig
+    from eff_llm.reproduce.fedsvd import FedSVDReproConfig
     from eff_llm.reproduce.fedsvd import run as run_fedsvd
 
     if backend == "flower":
         _flower_fedsvd(seed, eps, rank, rounds, clients, alpha, optimizer)
         return
     try:
-        cfg = FedSVDRunConfig(
+        cfg = FedSVDReproConfig(
             rank=rank,
             epsilon=eps,
             rounds=rounds,
@@ -263,12 +263,12 @@ def yoco_cmd(
 
     pin_threads(1)
     _check_backend(backend, allowed=("inprocess",))
-    from eff_llm.reproduce.yoco import YOCORunConfig
+    from eff_llm.reproduce.yoco import YOCOReproConfig
     from eff_llm.reproduce.yoco import run as run_yoco
 
     try:
         result = run_yoco(
-            "quick", seed, YOCORunConfig(clients=clients, dirichlet_alpha=alpha, a_reg=a_reg)
+            "quick", seed, YOCOReproConfig(clients=clients, dirichlet_alpha=alpha, a_reg=a_reg)
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -301,12 +301,12 @@ def _flower_fedsvd(
     from eff_llm._lora import lora_state
     from eff_llm._lowrank_task import accuracy, lora_model, make_lowrank_task
     from eff_llm.fedsvd import DPConfig, FedSVDAggregator, calibrate_noise, make_dp_lora_client
-    from eff_llm.reproduce.fedsvd import FedSVDRunConfig
+    from eff_llm.reproduce.fedsvd import FedSVDReproConfig
     from eff_shared.federated import dirichlet_partition
     from eff_shared.federated.flower import make_client_app, make_server_app, run_simulation
 
     try:
-        cfg = FedSVDRunConfig(
+        cfg = FedSVDReproConfig(
             rank=rank, epsilon=eps, rounds=rounds, clients=clients, dirichlet_alpha=alpha,
             optimizer=optimizer,
         )  # fmt: skip
@@ -382,7 +382,7 @@ def omnidraft_cmd(
     from eff_shared.torch import pin_threads
 
     pin_threads(1)
-    from eff_llm.reproduce.omnidraft import OmniDraftRunConfig, experiment
+    from eff_llm.reproduce.omnidraft import OmniDraftReproConfig, experiment
 
     choices = {"none": (), "dm": ("dm",), "hybrid": ("hybrid",), "all": ("dm", "hybrid")}
     if distill not in choices:
@@ -402,7 +402,7 @@ def omnidraft_cmd(
             except Exception as exc:  # tokenizers raises its own Exception type
                 raise typer.BadParameter(f"cannot read {path}: {exc}", param_hint=hint) from exc
     try:
-        cfg = OmniDraftRunConfig(
+        cfg = OmniDraftReproConfig(
             target_tokenizer=toks.get("--target-tokenizer"),
             draft_tokenizer=toks.get("--draft-tokenizer"),
             target_vocab=target_vocab,
@@ -474,11 +474,11 @@ def svdecode_cmd(
     from eff_shared.torch import pin_threads
 
     pin_threads(1)
-    from eff_llm.reproduce.svdecode import SVDecodeRunConfig
+    from eff_llm.reproduce.svdecode import SVDecodeReproConfig
     from eff_llm.reproduce.svdecode import run as run_svdecode
 
     try:
-        cfg = SVDecodeRunConfig(
+        cfg = SVDecodeReproConfig(
             modulus=modulus,
             shift=shift,
             warm_steps=tuple(_int_list(warm_steps, "--warm-steps")),
@@ -512,7 +512,7 @@ def watermark_cmd(
     from eff_shared.torch import pin_threads
 
     pin_threads(1)
-    from eff_llm.reproduce.watermark import WatermarkRunConfig
+    from eff_llm.reproduce.watermark import WatermarkReproConfig
     from eff_llm.reproduce.watermark import run as run_watermark
 
     allowed = ("kgw", "gumbel", "simplexwater", "heavywater")
@@ -527,7 +527,7 @@ def watermark_cmd(
         dict.fromkeys([*chosen, "kgw", "simplexwater", "heavywater", "heavywater_tilt"])
     )
     try:
-        cfg = WatermarkRunConfig(
+        cfg = WatermarkReproConfig(
             vocab=vocab,
             entropy_scale=entropy_scale,
             tokens=tokens,

@@ -52,7 +52,7 @@ from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = [
     "METHODS",
-    "FedSVDRunConfig",
+    "FedSVDReproConfig",
     "FedSVDSetup",
     "FederationResult",
     "LowRankTask",
@@ -63,7 +63,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class FedSVDRunConfig:
+class FedSVDReproConfig:
     rank: int = 4
     epsilon: float = 6.0
     delta: float = 1e-5
@@ -93,6 +93,9 @@ class FedSVDRunConfig:
             raise ValueError(
                 f"clients_per_round={self.clients_per_round} must be <= clients={self.clients}"
             )
+
+
+FedSVDRunConfig = FedSVDReproConfig  # old name, kept for compatibility
 
 
 @dataclass(frozen=True)
@@ -194,11 +197,11 @@ METHODS = tuple(label for label, _, _ in _METHODS)
 _BASE = "base (no adaptation)"
 
 
-def setup(cfg: FedSVDRunConfig, seed: int) -> FedSVDSetup:
+def setup(cfg: FedSVDReproConfig, seed: int) -> FedSVDSetup:
     """The task draw, Dirichlet client partitions, the accountant's sample rate (expected batch /
     mean client size × the fraction of clients per round) and steps (local steps × rounds), and σ
     calibrated by Opacus RDP for (``cfg.epsilon``, ``cfg.delta``) — all from ``seed``."""
-    check_type("cfg", cfg, FedSVDRunConfig)
+    check_type("cfg", cfg, FedSVDReproConfig)
     check_positive("seed", seed, strict=False, integer=True)
     task = make_lowrank_task(seed, n_train=cfg.n_train, shift=cfg.shift)
     parts = dirichlet_partition(
@@ -213,7 +216,7 @@ def setup(cfg: FedSVDRunConfig, seed: int) -> FedSVDSetup:
 
 
 def federate(
-    cfg: FedSVDRunConfig,
+    cfg: FedSVDReproConfig,
     seed: int,
     data: FedSVDSetup | None = None,
     *,
@@ -227,7 +230,7 @@ def federate(
     per-(round, client) generators, and uses the same σ (``data.sigma``). ``wrap(aggregator,
     init_state)`` may wrap FedSVD's aggregator (the reproduction's mechanics recorder).
     """
-    check_type("cfg", cfg, FedSVDRunConfig)
+    check_type("cfg", cfg, FedSVDReproConfig)
     check_positive("seed", seed, strict=False, integer=True)
     data = setup(cfg, seed) if data is None else data
     check_type("data", data, FedSVDSetup)
@@ -278,15 +281,15 @@ PAPER_HEADLINE = (
 _PAPER = "FedSVD above FedAvg-LoRA / FFA-LoRA under DP-SGD, RoBERTa-large on GLUE (spec: numbers not verified)"
 
 
-def _one_seed(cfg: FedSVDRunConfig, seed: int) -> tuple[dict[str, float], float]:
+def _one_seed(cfg: FedSVDReproConfig, seed: int) -> tuple[dict[str, float], float]:
     """Test accuracy of base and the three methods at ``seed`` (task draw, partition, LoRA init,
     client sampling and DP noise all from it), and the σ they share."""
     data = setup(cfg, seed)
     return federate(cfg, seed, data).accuracy, data.sigma
 
 
-def run(mode: Mode = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None) -> Result:
-    cfg = cfg or FedSVDRunConfig()
+def run(mode: Mode = "quick", seed: int = 0, cfg: FedSVDReproConfig | None = None) -> Result:
+    cfg = cfg or FedSVDReproConfig()
     data = setup(cfg, seed)
     task, sample_rate, steps, sigma = data.task, data.sample_rate, data.steps, data.sigma
     eps_spent = account_epsilon(sigma, sample_rate, steps, cfg.delta)
@@ -441,7 +444,7 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: FedSVDRunConfig | None = None)
     )
     if mode == "full":  # diagnostics, reported (no claims)
         # The spec prototype's second setting.
-        alt = run("quick", seed, FedSVDRunConfig(rank=16, epsilon=1.0))
+        alt = run("quick", seed, FedSVDReproConfig(rank=16, epsilon=1.0))
         result.metrics["r16_eps1"] = {
             k: v for k, v in alt.metrics.items() if k.startswith(("accuracy", "sigma"))
         }

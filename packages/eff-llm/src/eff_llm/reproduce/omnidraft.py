@@ -63,7 +63,7 @@ from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.torch import threads
 
 __all__ = [
-    "OmniDraftRunConfig",
+    "OmniDraftReproConfig",
     "build_pair",
     "corpus_data",
     "evaluate",
@@ -92,7 +92,7 @@ def _backend(tok: Any, name: str):
 
 
 @dataclass(frozen=True)
-class OmniDraftRunConfig:
+class OmniDraftReproConfig:
     target_vocab: int = 1200
     draft_vocab: int = 400
     target_hidden: int = 128
@@ -143,7 +143,10 @@ class OmniDraftRunConfig:
                 check_positive(name, value, integer=True)
 
 
-def _config_dict(cfg: OmniDraftRunConfig) -> dict:
+OmniDraftRunConfig = OmniDraftReproConfig  # old name, kept for compatibility
+
+
+def _config_dict(cfg: OmniDraftReproConfig) -> dict:
     """``cfg`` as JSON-ready values (a tokenizer by its kind and vocabulary size)."""
     out = {}
     for f in fields(cfg):
@@ -155,11 +158,11 @@ def _config_dict(cfg: OmniDraftRunConfig) -> dict:
     return out
 
 
-def corpus_data(cfg: OmniDraftRunConfig, role: str) -> LMData:
+def corpus_data(cfg: OmniDraftReproConfig, role: str) -> LMData:
     """The docstring corpus of the ``"target"`` or ``"draft"`` model: tokenized with the user's
     tokenizer of that role when ``cfg`` has one, else with a ByteLevel BPE of its vocabulary size
     trained on the training split."""
-    check_type("cfg", cfg, OmniDraftRunConfig)
+    check_type("cfg", cfg, OmniDraftReproConfig)
     check_choice("role", role, ["target", "draft"])
     tok = getattr(cfg, f"{role}_tokenizer")
     if tok is None:
@@ -167,13 +170,15 @@ def corpus_data(cfg: OmniDraftRunConfig, role: str) -> LMData:
     return tokenized_lm_data(_backend(tok, f"{role}_tokenizer"))
 
 
-def train_docstring_lm(model: nn.Module, data: LMData, cfg: OmniDraftRunConfig, seed: int) -> float:
+def train_docstring_lm(
+    model: nn.Module, data: LMData, cfg: OmniDraftReproConfig, seed: int
+) -> float:
     """Train ``model`` in place on ``data`` (:func:`corpus_data`): AdamW (weight decay 0.01) +
     OneCycle next-token training on random windows, ``cfg.steps`` steps of ``cfg.batch_size`` ×
     ``cfg.seq_len`` at ``cfg.lr`` (the shared ``accelerate`` loop); returns the validation CE."""
     check_type("model", model, nn.Module)
     check_type("data", data, LMData)
-    check_type("cfg", cfg, OmniDraftRunConfig)
+    check_type("cfg", cfg, OmniDraftReproConfig)
     check_positive("seed", seed, strict=False, integer=True)
     emb = getattr(model, "get_input_embeddings", lambda: None)()
     if emb is not None and emb.weight.shape[0] < data.vocab_size:
@@ -229,13 +234,13 @@ _PAIR_FIELDS = (
 )
 
 
-def build_pair(cfg: OmniDraftRunConfig, seed: int) -> dict:
+def build_pair(cfg: OmniDraftReproConfig, seed: int) -> dict:
     """The trained target and base drafter (cached per process on the model/training fields of
     ``cfg``, a user tokenizer by its serialised form): a dict with the models, the HF tokenizers,
     the validation CEs and the corpus hash. With ``cfg.draft_tokenizer`` (or
     ``target_tokenizer``) the model is built for and trained on that tokenizer's vocabulary.
     Callers that modify the models must copy them."""
-    check_type("cfg", cfg, OmniDraftRunConfig)
+    check_type("cfg", cfg, OmniDraftReproConfig)
     check_positive("seed", seed, strict=False, integer=True)
     key = []
     for f in _PAIR_FIELDS:
@@ -255,7 +260,7 @@ def _build_pair(key: tuple, seed: int) -> dict:
     for f in ("target_tokenizer", "draft_tokenizer"):
         if values[f] is not None:
             values[f] = Tokenizer.from_str(values[f])
-    cfg = OmniDraftRunConfig(**values)
+    cfg = OmniDraftReproConfig(**values)
     t_data = corpus_data(cfg, "target")
     d_data = corpus_data(cfg, "draft")
     target = tiny_llama(
@@ -334,7 +339,7 @@ def evaluate(
     tok_t,
     texts,
     refs,
-    cfg: OmniDraftRunConfig,
+    cfg: OmniDraftReproConfig,
     oracle: bool = False,
     use_cache: bool = True,
 ) -> dict:
@@ -370,7 +375,7 @@ def evaluate(
 
 
 @torch.no_grad()
-def hf_uad(target, drafter, tok_t, tok_d, texts, refs, cfg: OmniDraftRunConfig) -> dict:
+def hf_uad(target, drafter, tok_t, tok_d, texts, refs, cfg: OmniDraftReproConfig) -> dict:
     """HF universal assisted decoding on the same pair: τ from a forward hook on the target."""
     d = copy.deepcopy(drafter)
     d.generation_config.num_assistant_tokens = cfg.num_draft_tokens
@@ -415,7 +420,7 @@ def collect_responses(target, drafter, translator, tok_t, texts, cfg) -> list[tu
     return out
 
 
-def experiment(cfg: OmniDraftRunConfig, seed: int) -> dict:
+def experiment(cfg: OmniDraftReproConfig, seed: int) -> dict:
     torch.manual_seed(seed)
     pair = build_pair(cfg, seed)
     target, base, tok_t, tok_d = pair["target"], pair["drafter"], pair["tok_t"], pair["tok_d"]
@@ -483,16 +488,16 @@ PAPER_HEADLINE = (
 _PAPER = "up to 1.5-2x speed-up, Llama-68M drafter with Vicuna-7B / Qwen2-7B / Llama3-8B (math, code, text)"
 
 
-def _quick_config() -> OmniDraftRunConfig:
+def _quick_config() -> OmniDraftReproConfig:
     # Quick mode: fewer prompts (the budget); full mode is the spec's setting. The 400 training
     # steps stay: at 250 the target collapses (val CE 5.40, its greedy text holds no merged
     # token, the cache stays empty and every cache claim reads 0).
-    return OmniDraftRunConfig(prompts=8, train_prompts=32)
+    return OmniDraftReproConfig(prompts=8, train_prompts=32)
 
 
 @threads(1)
-def run(mode: Mode = "quick", seed: int = 0, cfg: OmniDraftRunConfig | None = None) -> Result:
-    cfg = cfg or (OmniDraftRunConfig() if mode == "full" else _quick_config())
+def run(mode: Mode = "quick", seed: int = 0, cfg: OmniDraftReproConfig | None = None) -> Result:
+    cfg = cfg or (OmniDraftReproConfig() if mode == "full" else _quick_config())
     if set(cfg.distill) != {"dm", "hybrid"} or not cfg.uad:
         raise ValueError("the llm.omnidraft claims need distill=('dm', 'hybrid') and uad=True")
     seeds = claim_seeds(mode, seed, quick=1, full=5)

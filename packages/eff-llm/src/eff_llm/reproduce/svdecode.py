@@ -30,11 +30,11 @@ from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Mode, Result, paper_claim
 from eff_shared.torch import threads
 
-__all__ = ["SVDecodeRunConfig", "experiment", "run", "splits"]
+__all__ = ["SVDecodeReproConfig", "experiment", "run", "splits"]
 
 
 @dataclass(frozen=True)
-class SVDecodeRunConfig:
+class SVDecodeReproConfig:
     modulus: int = 16
     shift: int = 5
     warm_steps: tuple[int, ...] = (4, 8, 16, 32)
@@ -71,6 +71,9 @@ class SVDecodeRunConfig:
             )
 
 
+SVDecodeRunConfig = SVDecodeReproConfig  # old name, kept for compatibility
+
+
 def addition_table(modulus: int) -> tuple[torch.Tensor, torch.Tensor]:
     """All prompts ``[a, +, b, SEP]`` (ids a, b < modulus, + = modulus, SEP = modulus + 1) and
     (a + b) mod modulus (for modulus 16 the same task as ``eff_llm._data.arithmetic_table``)."""
@@ -80,7 +83,7 @@ def addition_table(modulus: int) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, (a + b) % modulus
 
 
-def pretrained_base(cfg: SVDecodeRunConfig, seed: int):
+def pretrained_base(cfg: SVDecodeReproConfig, seed: int):
     """θ: the tiny Llama trained on (a + b) mod ``modulus``; returns (model, accuracy)."""
     ids, labels = addition_table(cfg.modulus)
     model = tiny_llama(
@@ -98,12 +101,12 @@ def pretrained_base(cfg: SVDecodeRunConfig, seed: int):
     return model, last_token_accuracy(model, ids, labels)
 
 
-def splits(cfg: SVDecodeRunConfig, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def splits(cfg: SVDecodeReproConfig, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The task's ``[(ids, labels)]`` for train, calibration and test: the addition table mod
     ``cfg.modulus`` with labels shifted by ``cfg.shift`` (the fine-tuned task), cut by a seeded
     permutation in the proportions ``cfg.split``. Same seed ⇒ same splits."""
-    if not isinstance(cfg, SVDecodeRunConfig):
-        raise TypeError(f"cfg must be an SVDecodeRunConfig, got {type(cfg).__name__}")
+    if not isinstance(cfg, SVDecodeReproConfig):
+        raise TypeError(f"cfg must be an SVDecodeReproConfig, got {type(cfg).__name__}")
     ids, labels = addition_table(cfg.modulus)
     labels = (labels + cfg.shift) % cfg.modulus
     perm = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))
@@ -129,7 +132,7 @@ def label_in_mask(phi, theta, ids, labels, alpha: float) -> float:
     return float(mask.gather(1, labels[:, None]).float().mean())
 
 
-def experiment(cfg: SVDecodeRunConfig, seed_offset: int = 0) -> dict:
+def experiment(cfg: SVDecodeReproConfig, seed_offset: int = 0) -> dict:
     rows = []
     t0 = time.perf_counter()
     base_acc = []
@@ -181,8 +184,8 @@ def _per_seed(rows: list[dict], seeds: list[int], key: str, reduce=None) -> list
 
 
 @threads(1)
-def run(mode: Mode = "quick", seed: int = 0, cfg: SVDecodeRunConfig | None = None) -> Result:
-    cfg = cfg or SVDecodeRunConfig(seeds=FULL_SEEDS if mode == "full" else QUICK_SEEDS)
+def run(mode: Mode = "quick", seed: int = 0, cfg: SVDecodeReproConfig | None = None) -> Result:
+    cfg = cfg or SVDecodeReproConfig(seeds=FULL_SEEDS if mode == "full" else QUICK_SEEDS)
     out = experiment(cfg, seed)
     rows = out["rows"]
     seeds = [s + seed for s in cfg.seeds]

@@ -49,7 +49,7 @@ from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = [
     "METHODS",
-    "WatermarkRunConfig",
+    "WatermarkReproConfig",
     "null_fpr",
     "run",
     "simulate",
@@ -62,7 +62,7 @@ METHODS = ("kgw", "gumbel", "simplexwater", "heavywater", "heavywater_tilt")
 
 
 @dataclass(frozen=True)
-class WatermarkRunConfig:
+class WatermarkReproConfig:
     vocab: int = 1000
     entropy_scale: float = 9.0
     tokens: int = 30
@@ -99,16 +99,19 @@ class WatermarkRunConfig:
                 check_positive(f.name, value, integer=isinstance(value, int))
 
 
+WatermarkRunConfig = WatermarkReproConfig  # old name, kept for compatibility
+
+
 def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
     """Mann–Whitney AUC = P(z_wm > z_null) + ½ P(tie)."""
     diff = pos[:, None] - neg[None, :]
     return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
 
 
-def synthetic_logits(cfg: WatermarkRunConfig, seed: int) -> torch.Tensor:
+def synthetic_logits(cfg: WatermarkReproConfig, seed: int) -> torch.Tensor:
     """The synthetic low-entropy LM (module docstring): ``(cfg.seqs, cfg.tokens, cfg.vocab)``
     float64 logits ``cfg.entropy_scale``·N(0, 1), drawn from ``seed``."""
-    check_type("cfg", cfg, WatermarkRunConfig)
+    check_type("cfg", cfg, WatermarkReproConfig)
     check_positive("seed", seed, strict=False, integer=True)
     g = torch.Generator().manual_seed(seed)
     return cfg.entropy_scale * torch.randn(
@@ -116,7 +119,7 @@ def synthetic_logits(cfg: WatermarkRunConfig, seed: int) -> torch.Tensor:
     )
 
 
-def simulate(method: str, logits: torch.Tensor, cfg: WatermarkRunConfig, seed: int) -> dict:
+def simulate(method: str, logits: torch.Tensor, cfg: WatermarkReproConfig, seed: int) -> dict:
     """Generate N watermarked sequences step by step from next-token ``logits`` (N, T, V) (e.g.
     :func:`synthetic_logits`, or a real LM's logits along its own sequences) with ``method`` (of
     :data:`METHODS`); return the TPR at z > 2.326 and the AUC against plain (null) sampling of the
@@ -124,7 +127,7 @@ def simulate(method: str, logits: torch.Tensor, cfg: WatermarkRunConfig, seed: i
     diagnostics. Side information and sampling are seeded from ``seed``."""
     check_choice("method", method, list(METHODS))
     check_type("logits", logits, torch.Tensor)
-    check_type("cfg", cfg, WatermarkRunConfig)
+    check_type("cfg", cfg, WatermarkReproConfig)
     check_positive("seed", seed, strict=False, integer=True)
     if logits.ndim != 3 or not logits.is_floating_point() or logits.shape[-1] < 2:
         raise ValueError(
@@ -229,10 +232,10 @@ def simulate(method: str, logits: torch.Tensor, cfg: WatermarkRunConfig, seed: i
     }
 
 
-def null_fpr(cfg: WatermarkRunConfig, seed: int) -> dict:
+def null_fpr(cfg: WatermarkReproConfig, seed: int) -> dict:
     """FPR at z > 2.326 of the lefthash detectors on ≥ 1000 unwatermarked sequences (plus the
     calibrated p-values: SimplexWater exact, HeavyWater Monte-Carlo, both at α = 0.01)."""
-    check_type("cfg", cfg, WatermarkRunConfig)
+    check_type("cfg", cfg, WatermarkReproConfig)
     check_positive("seed", seed, strict=False, integer=True)
     g = torch.Generator().manual_seed(seed + 10)
     n, t_len = cfg.null_seqs, cfg.null_tokens + 1  # +1: the prompt token that seeds step 1
@@ -263,14 +266,14 @@ PAPER_HEADLINE = (
 _PAPER = "HeavyWater / SimplexWater above KGW in detection at equal or lower distortion, low-entropy tasks"
 
 
-def _quick_config() -> WatermarkRunConfig:
+def _quick_config() -> WatermarkReproConfig:
     # Quick mode: 16 watermarked sequences at one seed (checks only; the paper claims need the
     # full 100 sequences x 5 seeds) and 1000 Monte-Carlo draws per null sequence (p-value
     # resolution 0.001 at alpha = 0.01); still 2000 null sequences.
-    return WatermarkRunConfig(seqs=16, n_monte_carlo=1000, n_seeds=1)
+    return WatermarkReproConfig(seqs=16, n_monte_carlo=1000, n_seeds=1)
 
 
-def _one_seed(cfg: WatermarkRunConfig, seed: int) -> tuple[dict[str, dict], float]:
+def _one_seed(cfg: WatermarkReproConfig, seed: int) -> tuple[dict[str, dict], float]:
     """Every method on the same synthetic LM draw at ``seed``; and the LM's entropy."""
     logits = synthetic_logits(cfg, seed)
     p = torch.softmax(logits, -1)
@@ -278,8 +281,8 @@ def _one_seed(cfg: WatermarkRunConfig, seed: int) -> tuple[dict[str, dict], floa
     return {m: simulate(m, logits, cfg, seed) for m in cfg.methods}, entropy
 
 
-def run(mode: Mode = "quick", seed: int = 0, cfg: WatermarkRunConfig | None = None) -> Result:
-    cfg = cfg or (WatermarkRunConfig() if mode == "full" else _quick_config())
+def run(mode: Mode = "quick", seed: int = 0, cfg: WatermarkReproConfig | None = None) -> Result:
+    cfg = cfg or (WatermarkReproConfig() if mode == "full" else _quick_config())
     seeds = claim_seeds(mode, seed, quick=cfg.n_seeds, full=cfg.n_seeds)
     per_seed = {s: _one_seed(cfg, s) for s in seeds}
     rows, entropy = per_seed[seed]

@@ -35,11 +35,11 @@ from eff_shared.errors import check_choice, check_positive, check_type
 from eff_shared.federated import InProcessRunner, RunResult, dirichlet_partition
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["OneShotResult", "YOCORunConfig", "YOCOSetup", "one_shot", "run", "setup"]
+__all__ = ["OneShotResult", "YOCOReproConfig", "YOCOSetup", "one_shot", "run", "setup"]
 
 
 @dataclass(frozen=True)
-class YOCORunConfig:
+class YOCOReproConfig:
     rank: int = 8
     clients: int = 10
     dirichlet_alpha: float = 0.5
@@ -57,6 +57,9 @@ class YOCORunConfig:
                 check_choice("a_reg", value, ["l1", "orth_rr", "orth_code"])
             else:
                 check_positive(f.name, value, integer=isinstance(value, int))
+
+
+YOCORunConfig = YOCOReproConfig  # old name, kept for compatibility
 
 
 @dataclass(frozen=True)
@@ -124,13 +127,13 @@ def _refuses_second_round(agg: YOCOAggregator) -> int:
 
 
 def one_shot(
-    cfg: YOCORunConfig, seed: int, data: YOCOSetup | None = None, *, yoco: bool = True
+    cfg: YOCOReproConfig, seed: int, data: YOCOSetup | None = None, *, yoco: bool = True
 ) -> OneShotResult:
     """One-shot federated LoRA on ``data`` (default :func:`setup` ``(cfg, seed)``): YOCO
     (``yoco=True``: SVD-initialised B, sign-regularised B and A) or one-shot FedAvg-LoRA (peft's
     init, no regulariser), each client training ``cfg.epochs`` epochs once, then the
     sample-weighted factor mean."""
-    check_type("cfg", cfg, YOCORunConfig)
+    check_type("cfg", cfg, YOCOReproConfig)
     check_positive("seed", seed, strict=False, integer=True)
     check_type("yoco", yoco, bool)
     data = setup(cfg, seed) if data is None else data
@@ -174,10 +177,10 @@ _PAPER = (
 )
 
 
-def setup(cfg: YOCORunConfig, seed: int) -> YOCOSetup:
+def setup(cfg: YOCOReproConfig, seed: int) -> YOCOSetup:
     """The task draw (``cfg.n_train`` training, 2000 test samples, shift ``cfg.shift``) and the
     Dirichlet(``cfg.dirichlet_alpha``) label partition over ``cfg.clients`` clients, from ``seed``."""
-    check_type("cfg", cfg, YOCORunConfig)
+    check_type("cfg", cfg, YOCOReproConfig)
     check_positive("seed", seed, strict=False, integer=True)
     task = make_lowrank_task(seed, n_train=cfg.n_train, n_test=2000, shift=cfg.shift)
     parts = dirichlet_partition(
@@ -199,8 +202,8 @@ def _one_seed(cfg, seed: int) -> dict[str, float]:
     return {"base": base, "yoco": yoco.factor_accuracy, "fedavg": fedavg.factor_accuracy}
 
 
-def run(mode: Mode = "quick", seed: int = 0, cfg: YOCORunConfig | None = None) -> Result:
-    cfg = cfg or YOCORunConfig()
+def run(mode: Mode = "quick", seed: int = 0, cfg: YOCOReproConfig | None = None) -> Result:
+    cfg = cfg or YOCOReproConfig()
     prepared = setup(cfg, seed)
     task, data = prepared.task, prepared.client_data
     base = accuracy(lora_model(task, cfg.rank, seed), task.x_test, task.y_test)
