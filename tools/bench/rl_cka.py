@@ -16,6 +16,7 @@ import torch
 from eff_rl.cka_rl import CKAPolicy, KnowledgePool
 from eff_rl.envs import cartpole_task
 from eff_rl.ppo import ContinualPPO
+from eff_shared.torch import pin_threads
 
 
 def one_run(pool_size: int, seed: int) -> float:
@@ -41,7 +42,7 @@ def one_run(pool_size: int, seed: int) -> float:
 
 
 def main() -> None:
-    torch.set_num_threads(1)
+    pin_threads(1)
     times: dict[int, list[float]] = {0: [], 3: [], 5: []}
     for rep in range(5):
         for k in times:

@@ -76,7 +76,7 @@ def test_policy_and_ppo_save_load_round_trip(tmp_path):
     ppo = ContinualPPO(lambda n: cartpole_task(num_envs=n), back, n_envs=2, n_steps=32, lr=3e-4)
     saved = ppo.save(tmp_path / "ppo.safetensors")
     again = ContinualPPO.load(saved, lambda n: cartpole_task(num_envs=n), seed=5)
-    assert again.lr == 3e-4 and again.n_steps == 32 and again.seed == 5
+    assert again.config.lr == 3e-4 and again.config.n_steps == 32 and again.config.seed == 5
     o = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
     np.testing.assert_array_equal(again.predict(o), ppo.predict(o))
     assert again.learn(64).env_steps >= 64

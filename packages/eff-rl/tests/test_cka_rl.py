@@ -132,8 +132,11 @@ def test_pool_state_dict_roundtrip_and_errors():
             torch.testing.assert_close(x[k], y[k])
     with pytest.raises(ValueError, match=r"layer fc1\.weight"):
         pool.add(2, {"fc1.weight": torch.zeros(2, 2), "fc1.bias": torch.zeros(3)})
-    for bad in (0, -1, 1.5, True):
-        with pytest.raises(ValueError, match="pool_size"):
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=r"pool_size must be an integer in \[1, inf\]"):
+            KnowledgePool(bad)
+    for bad in (1.5, True):  # a wrong type is a TypeError
+        with pytest.raises(TypeError, match="pool_size must be an int"):
             KnowledgePool(bad)
     with pytest.raises(ValueError, match=r"merge_scope must be one of \['task', 'tensor'\]"):
         KnowledgePool(2, merge_scope="layer")  # type: ignore[arg-type]

@@ -2,12 +2,12 @@ import math
 
 import pytest
 
-from eff_rl.reproduce.cka_rl import RunConfig, run
+from eff_rl.reproduce.cka_rl import CKARLReproConfig, run
 
 
 @pytest.mark.slow
 def test_quick_reproduction_mechanics_hold_and_comparisons_are_measured():
-    result = run("quick", seed=0, workers=2, cfg=RunConfig(steps_per_task=20_000))
+    result = run("quick", seed=0, cfg=CKARLReproConfig(steps_per_task=20_000, workers=2))
     assert result.passed and len(result.claims) == 7
     assert "FAIL" not in result.verdicts()
     checks = [c for c in result.claims if c.kind == "check"]
@@ -33,7 +33,7 @@ def test_steps_per_task_sweep_reports_the_gains_per_budget():
     from eff_rl.reproduce import cka_rl
     from eff_shared.reproduce import Result
 
-    cfg = RunConfig(steps_per_task=1024, eval_episodes=2)
+    cfg = CKARLReproConfig(steps_per_task=1024, eval_episodes=2)
     main = cka_rl._gains(cka_rl._train(cfg, [0], cka_rl.METHODS[:3], 2))
     for a, b, gap in zip(main["ft_cka"], main["ft_finetune"], main["ft_gap"], strict=True):
         assert gap == a - b

@@ -14,6 +14,7 @@ from eff_rl.envs import TASK_SEQUENCES, cartpole_task
 from eff_rl.metrics import auc, average_performance, forgetting, forward_transfer, success_curve
 from eff_rl.ppo import (
     ContinualPPO,
+    PPOConfig,
     SequenceResult,
     evaluate_greedy,
     load_policy,
@@ -27,6 +28,7 @@ __all__ = [
     "ContinualPPO",
     "FuseLinear",
     "KnowledgePool",
+    "PPOConfig",
     "SequenceResult",
     "auc",
     "average_performance",

@@ -33,6 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from eff_shared.errors import check_int
+
 __all__ = ["CKAPolicy", "FuseLinear", "KnowledgePool", "layer_init"]
 
 AlphaInit = Literal["randn", "uniform", "major"]
@@ -139,8 +141,7 @@ class KnowledgePool:
         similarity: Literal["cosine"] = "cosine",
         merge_scope: MergeScope = "task",
     ) -> None:
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
+        pool_size = check_int("pool_size", pool_size, minimum=1)
         if merge != "most_similar_pair":
             raise ValueError(f"merge must be one of ['most_similar_pair'], got {merge!r}")
         if similarity != "cosine":

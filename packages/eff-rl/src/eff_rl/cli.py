@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from eff_shared.cli import domain_app
+from eff_shared.report import parse_csv
 
 app = domain_app("eff-rl", torch_report=True)
 
 
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+def _csv(text: str, kind: Any, option: str) -> list[Any]:
+    """A comma-separated option as a list; a bad or missing value is a usage error naming it."""
+    try:
+        return parse_csv(text, kind, name=option)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 @app.command("cka-rl")
@@ -50,16 +54,14 @@ def cka_rl_cmd(
     from multiprocessing import get_context
 
     import numpy as np
-    from rich.console import Console
-    from rich.table import Table
 
     from eff_rl.envs import task_sequence
     from eff_rl.metrics import forward_transfer
     from eff_rl.ppo import METHODS
-    from eff_rl.reproduce.cka_rl import RunConfig, summarise
-    from eff_shared.report import format_value, plot_series
+    from eff_rl.reproduce.cka_rl import CKARLReproConfig, summarise
+    from eff_shared.report import format_value, plot_series, print_rows
 
-    method_list = [m.replace("-", "_") for m in _csv(methods)]
+    method_list = [m.replace("-", "_") for m in _csv(methods, str, "--methods")]
     for m in method_list:
         if m not in METHODS:
             raise typer.BadParameter(
@@ -69,10 +71,10 @@ def cka_rl_cmd(
         raise typer.BadParameter("must be one of ['task', 'tensor']", param_hint="--merge-scope")
     try:
         task_sequence(tasks)
-        seed_list = [int(s) for s in _csv(seeds)]
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    cfg = RunConfig(sequence=tasks, steps_per_task=steps)
+    seed_list = _csv(seeds, int, "--seeds")
+    cfg = CKARLReproConfig(sequence=tasks, steps_per_task=steps)
     jobs = [
         (
             cfg,
@@ -89,19 +91,7 @@ def cka_rl_cmd(
         runs = list(ex.map(_cli_job, jobs))
     summaries = {(j[1], j[2]): summarise(r, steps) for j, r in zip(jobs, runs, strict=True)}
 
-    table = Table(title=f"eff rl cka-rl: {tasks}, {steps} steps per task, seeds {seed_list}")
-    for col in (
-        "method",
-        "seed",
-        "AUC per task",
-        "mean AUC",
-        "final perf (greedy)",
-        "FT",
-        "forgetting",
-        "pool bytes",
-        "env steps/s",
-    ):
-        table.add_column(col)
+    rows = []
     for (m, s), sm in summaries.items():
         base = summaries.get(("scratch", s))
         ft = float("nan")
@@ -114,25 +104,26 @@ def cka_rl_cmd(
                     ]
                 )
             )
-        table.add_row(
-            m,
-            str(s),
-            " ".join(format_value(a) for a in sm["auc"]),
-            format_value(sm["mean_auc"]),
-            format_value(sm["final_perf"]),
-            format_value(ft),
-            format_value(float(np.mean(sm["forgetting"]))),
-            str(sm["pool_bytes"]),
-            format_value(sm["env_steps"] / max(sm["seconds"], 1e-9)),
+        rows.append(
+            {
+                "method": m,
+                "seed": s,
+                "AUC per task": " ".join(format_value(a) for a in sm["auc"]),
+                "mean AUC": sm["mean_auc"],
+                "final perf (greedy)": sm["final_perf"],
+                "FT": ft,
+                "forgetting": float(np.mean(sm["forgetting"])),
+                "pool bytes": sm["pool_bytes"],
+                "env steps/s": sm["env_steps"] / max(sm["seconds"], 1e-9),
+            }
         )
-    Console().print(table)
-    if json_path is not None:
-        json_path.write_text(
-            json.dumps(
-                [{"method": j[1], "seed": j[2], **r} for j, r in zip(jobs, runs, strict=True)],
-                indent=1,
-            )
-        )
+    runs_out = [{"method": j[1], "seed": j[2], **r} for j, r in zip(jobs, runs, strict=True)]
+    print_rows(
+        f"eff rl cka-rl: {tasks}, {steps} steps per task, seeds {seed_list}",
+        rows,
+        json_path,
+        extra={"runs": runs_out},
+    )
     if plot is not None:
         for j, r in zip(jobs, runs, strict=True):
             steps_all, rets = [], []
@@ -152,13 +143,12 @@ def cka_rl_cmd(
 
 
 def _cli_job(args: tuple) -> dict:
-    import torch
-
+    """One (method, seed) run in a worker process (the worker's entry point: one torch thread)."""
     from eff_rl.envs import task_sequence
     from eff_rl.ppo import train_sequence
-    from eff_rl.reproduce.cka_rl import _ppo_kwargs
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     cfg, method, seed, pool_size, scope, ckpt = args
     res = train_sequence(
         task_sequence(cfg.sequence),
@@ -168,6 +158,6 @@ def _cli_job(args: tuple) -> dict:
         pool_size,
         merge_scope=scope,
         checkpoint_dir=ckpt,
-        **_ppo_kwargs(cfg),
+        **cfg.train_kwargs(),
     )
     return res.to_dict()

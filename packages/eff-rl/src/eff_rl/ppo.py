@@ -23,7 +23,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,13 +34,16 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from eff_rl.cka_rl import CKAPolicy, KnowledgePool
+from eff_shared.errors import check_int, check_positive, check_type
 from eff_shared.progress import track
 from eff_shared.seeding import derive_seed, make_rng
+from eff_shared.torch import seeded
 
 __all__ = [
     "METHODS",
     "ContinualPPO",
     "Curve",
+    "PPOConfig",
     "SequenceResult",
     "TaskRecord",
     "evaluate_greedy",
@@ -65,204 +68,257 @@ class Curve:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO's hyper-parameters, CleanRL's ``Args`` (``ppo.py``): every one with its default."""
+
+    lr: float = 1e-3
+    """Adam learning rate of the encoder, actor and critic"""
+    alpha_lr: float = 1e-3
+    """Adam learning rate of CKA-RL's α and s (when ``train_alpha``)"""
+    n_envs: int = 8
+    """parallel sub-environments"""
+    n_steps: int = 128
+    """steps per sub-environment per rollout (a rollout holds ``n_envs * n_steps`` transitions)"""
+    n_epochs: int = 4
+    """passes over a rollout per update"""
+    n_minibatches: int = 4
+    """minibatches per pass"""
+    clip_coef: float = 0.2
+    """surrogate (and value) clipping coefficient"""
+    ent_coef: float = 0.01
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """λ of the generalised advantage estimate"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip (all parameters jointly)"""
+    anneal_lr: bool = True
+    """anneal both learning rates linearly to 0 over ``learn``"""
+    train_alpha: bool = False
+    """optimise CKA-RL's α and s (their own Adam at ``alpha_lr``)"""
+    seed: int = 0
+    """env resets, action sampling (torch generator) and minibatch order (``make_rng(seed, 1)``)"""
+
+    def __post_init__(self) -> None:
+        for name in ("n_envs", "n_steps", "n_epochs", "n_minibatches"):
+            object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
+        for name in ("lr", "alpha_lr", "clip_coef", "max_grad_norm"):
+            check_positive(name, getattr(self, name))
+
+
+@dataclass
+class _Rollout:
+    """One rollout's buffers (``n_steps × n_envs``) and what carries over to the next rollout:
+    the current observation, which sub-envs just finished an episode, and the env steps so far."""
+
+    obs: torch.Tensor
+    act: torch.Tensor
+    logp: torch.Tensor
+    val: torch.Tensor
+    rew: torch.Tensor
+    term: torch.Tensor
+    done: torch.Tensor
+    valid: torch.Tensor
+    next_obs: torch.Tensor
+    prev_done: np.ndarray
+    step: int = 0
+
+    @classmethod
+    def empty(cls, t_steps: int, n: int, obs_dim: int, next_obs: torch.Tensor) -> _Rollout:
+        dev = next_obs.device
+        return cls(
+            obs=torch.zeros(t_steps, n, obs_dim, device=dev),
+            act=torch.zeros(t_steps, n, dtype=torch.long, device=dev),
+            logp=torch.zeros(t_steps, n, device=dev),
+            val=torch.zeros(t_steps, n, device=dev),
+            rew=torch.zeros(t_steps, n, device=dev),
+            term=torch.zeros(t_steps, n, device=dev),
+            done=torch.zeros(t_steps, n, device=dev),
+            valid=torch.zeros(t_steps, n, dtype=torch.bool, device=dev),
+            next_obs=next_obs,
+            prev_done=np.zeros(n, dtype=bool),
+        )
+
+
 class ContinualPPO:
     """PPO (Schulman et al. 2017) in the CleanRL style for one task of a continual sequence.
 
-    The policy's α and s (CKA-RL) get their own Adam at ``alpha_lr`` when ``train_alpha`` is true;
+    ``ContinualPPO(env_fn, policy, PPOConfig(...))``, or the config's fields as keywords
+    (``ContinualPPO(env_fn, policy, n_envs=4)``; with a config they replace its fields). The
+    policy's α and s (CKA-RL) get their own Adam at ``alpha_lr`` when ``train_alpha`` is true;
     both learning rates anneal linearly to 0 over ``learn`` (the official code anneals both), and
     gradients of all parameters are clipped jointly at ``max_grad_norm``.
     """
 
     def __init__(
-        self,
-        env_fn: EnvFn,
-        policy: CKAPolicy,
-        *,
-        lr: float = 1e-3,
-        alpha_lr: float = 1e-3,
-        n_envs: int = 8,
-        n_steps: int = 128,
-        n_epochs: int = 4,
-        n_minibatches: int = 4,
-        clip_coef: float = 0.2,
-        ent_coef: float = 0.01,
-        vf_coef: float = 0.5,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        max_grad_norm: float = 0.5,
-        anneal_lr: bool = True,
-        train_alpha: bool = False,
-        seed: int = 0,
+        self, env_fn: EnvFn, policy: CKAPolicy, config: PPOConfig | None = None, **kwargs: Any
     ) -> None:
-        for name, v in (
-            ("n_envs", n_envs),
-            ("n_steps", n_steps),
-            ("n_epochs", n_epochs),
-            ("n_minibatches", n_minibatches),
-        ):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        for name, v in (
-            ("lr", lr),
-            ("alpha_lr", alpha_lr),
-            ("clip_coef", clip_coef),
-            ("max_grad_norm", max_grad_norm),
-        ):
-            if not v > 0:
-                raise ValueError(f"{name} must be > 0, got {v!r}")
-        self.env = env_fn(n_envs)
+        if config is None:
+            config = PPOConfig(**kwargs)
+        else:
+            check_type("config", config, PPOConfig)
+            config = replace(config, **kwargs) if kwargs else config
+        self.config = config
+        self.env = env_fn(config.n_envs)
         if not isinstance(self.env.single_action_space, gymnasium.spaces.Discrete):
             raise TypeError(
                 f"ContinualPPO needs a Discrete action space, got {self.env.single_action_space}"
             )
         self.policy = policy
-        self.lr, self.alpha_lr = lr, alpha_lr
-        self.n_envs, self.n_steps, self.n_epochs, self.n_minibatches = (
-            n_envs,
-            n_steps,
-            n_epochs,
-            n_minibatches,
-        )
-        self.clip_coef, self.ent_coef, self.vf_coef = clip_coef, ent_coef, vf_coef
-        self.gamma, self.gae_lambda, self.max_grad_norm = gamma, gae_lambda, max_grad_norm
-        self.anneal_lr, self.train_alpha, self.seed = anneal_lr, train_alpha, seed
 
     def learn(self, total_timesteps: int) -> Curve:
-        batch = self.n_envs * self.n_steps
+        """Train for ``total_timesteps // (n_envs * n_steps)`` updates, each a rollout, its
+        advantages and the clipped-surrogate epochs (CleanRL's loop, in that order)."""
+        cfg = self.config
+        batch = cfg.n_envs * cfg.n_steps
         if total_timesteps < batch:
             raise ValueError(
                 f"total_timesteps ({total_timesteps}) must be >= n_envs * n_steps ({batch})"
             )
         n_updates = total_timesteps // batch
-        policy, dev = self.policy, self.policy.fc1.weight.device
-        alpha_ids = {id(p) for p in policy.alpha_parameters()}
-        main_params = [p for p in policy.parameters() if p.requires_grad and id(p) not in alpha_ids]
-        opt = torch.optim.Adam(main_params, lr=self.lr, eps=1e-5)
-        alpha_opt = (
-            torch.optim.Adam(policy.alpha_parameters(), lr=self.alpha_lr, eps=1e-5)
-            if self.train_alpha
-            else None
-        )
-        gen = torch.Generator().manual_seed(self.seed)
-        rng = make_rng(self.seed, 1)
-
-        n, t_steps = self.n_envs, self.n_steps
-        obs_buf = torch.zeros(t_steps, n, policy.obs_dim, device=dev)
-        act_buf = torch.zeros(t_steps, n, dtype=torch.long, device=dev)
-        logp_buf = torch.zeros(t_steps, n, device=dev)
-        val_buf = torch.zeros(t_steps, n, device=dev)
-        rew_buf = torch.zeros(t_steps, n, device=dev)
-        term_buf = torch.zeros(t_steps, n, device=dev)
-        done_buf = torch.zeros(t_steps, n, device=dev)
-        valid_buf = torch.zeros(t_steps, n, dtype=torch.bool, device=dev)
+        opt, alpha_opt = self._optimizers()
+        gen = torch.Generator().manual_seed(cfg.seed)  # action sampling
+        rng = make_rng(cfg.seed, 1)  # minibatch order
 
         curve = Curve()
         start = time.perf_counter()
-        obs_np, _ = self.env.reset(seed=self.seed)
-        obs = torch.as_tensor(obs_np, device=dev)
-        prev_done = np.zeros(n, dtype=bool)
-        step = 0
+        obs_np, _ = self.env.reset(seed=cfg.seed)
+        dev = self.policy.fc1.weight.device
+        buf = _Rollout.empty(
+            cfg.n_steps, cfg.n_envs, self.policy.obs_dim, torch.as_tensor(obs_np, device=dev)
+        )
         for update in track(range(n_updates), "PPO (updates)"):
-            if self.anneal_lr:
+            if cfg.anneal_lr:
                 frac = 1.0 - update / n_updates
-                opt.param_groups[0]["lr"] = frac * self.lr
+                opt.param_groups[0]["lr"] = frac * cfg.lr
                 if alpha_opt is not None:
-                    alpha_opt.param_groups[0]["lr"] = frac * self.alpha_lr
-            with policy.frozen_weights():  # the pool mix is constant during a rollout
-                for t in range(t_steps):
-                    step += n
-                    with torch.no_grad():
-                        logits, value = policy(obs)
-                        probs = torch.softmax(logits, dim=-1)
-                        action = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
-                        logp = torch.log_softmax(logits, -1).gather(-1, action[:, None]).squeeze(-1)
-                    obs_buf[t], act_buf[t], logp_buf[t], val_buf[t] = obs, action, logp, value
-                    valid_buf[t] = torch.as_tensor(
-                        ~prev_done, device=dev
-                    )  # reset steps ignore the action
-                    obs_np, reward, term, trunc, info = self.env.step(action.cpu().numpy())
-                    done = np.logical_or(term, trunc)
-                    rew_buf[t] = torch.as_tensor(reward, device=dev)
-                    term_buf[t] = torch.as_tensor(term, dtype=torch.float32, device=dev)
-                    done_buf[t] = torch.as_tensor(done, dtype=torch.float32, device=dev)
-                    prev_done = done
-                    obs = torch.as_tensor(obs_np, device=dev)
-                    if "_episode" in info:
-                        for r in np.asarray(info["episode"]["r"])[info["_episode"]]:
-                            curve.episode_steps.append(step)
-                            curve.episode_returns.append(float(r))
-            with torch.no_grad():
-                next_value = policy.value(obs)
-                adv = torch.zeros_like(rew_buf)
-                last = torch.zeros(n, device=dev)
-                for t in reversed(range(t_steps)):
-                    # obs_{t+1} is the real final observation when step t ended an episode (NEXT_STEP
-                    # autoreset), so truncations bootstrap correctly; terminations do not bootstrap.
-                    nv = next_value if t == t_steps - 1 else val_buf[t + 1]
-                    delta = rew_buf[t] + self.gamma * nv * (1.0 - term_buf[t]) - val_buf[t]
-                    # the transition after an episode end is the ignored reset step: cut the trace
-                    last = delta + self.gamma * self.gae_lambda * (1.0 - done_buf[t]) * last
-                    adv[t] = last
-                returns = adv + val_buf
-
-            idx = torch.nonzero(valid_buf.flatten()).squeeze(-1).cpu().numpy()
-            b_obs = obs_buf.reshape(-1, policy.obs_dim)
-            b_act, b_logp = act_buf.flatten(), logp_buf.flatten()
-            b_adv, b_ret, b_val = adv.flatten(), returns.flatten(), val_buf.flatten()
-            losses = []
-            for _ in range(self.n_epochs):
-                for mb in np.array_split(rng.permutation(idx), self.n_minibatches):
-                    if mb.size < 2:
-                        continue
-                    mbt = torch.as_tensor(mb, device=dev)
-                    logits, value = policy(b_obs[mbt])
-                    logp_all = torch.log_softmax(logits, -1)
-                    new_logp = logp_all.gather(-1, b_act[mbt, None]).squeeze(-1)
-                    entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-                    ratio = (new_logp - b_logp[mbt]).exp()
-                    a = b_adv[mbt]
-                    a = (a - a.mean()) / (a.std() + 1e-8)
-                    pg_loss = torch.max(
-                        -a * ratio, -a * ratio.clamp(1 - self.clip_coef, 1 + self.clip_coef)
-                    ).mean()
-                    v_clipped = b_val[mbt] + (value - b_val[mbt]).clamp(
-                        -self.clip_coef, self.clip_coef
-                    )
-                    v_loss = (
-                        0.5
-                        * torch.max((value - b_ret[mbt]) ** 2, (v_clipped - b_ret[mbt]) ** 2).mean()
-                    )
-                    loss = pg_loss - self.ent_coef * entropy + self.vf_coef * v_loss
-                    opt.zero_grad()
-                    if alpha_opt is not None:
-                        alpha_opt.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(list(policy.parameters()), self.max_grad_norm)
-                    opt.step()
-                    if alpha_opt is not None:
-                        alpha_opt.step()
-                    losses.append(loss.item())
-            curve.losses.append(float(np.mean(losses)) if losses else float("nan"))
-        curve.env_steps = step
+                    alpha_opt.param_groups[0]["lr"] = frac * cfg.alpha_lr
+            self._rollout(buf, gen, curve)
+            adv, returns = self._advantages(buf)
+            curve.losses.append(self._update(buf, adv, returns, rng, opt, alpha_opt))
+        curve.env_steps = buf.step
         curve.seconds = time.perf_counter() - start
         self.env.close()
         return curve
 
+    def _optimizers(self) -> tuple[torch.optim.Adam, torch.optim.Adam | None]:
+        """Adam on every trainable parameter but α and s, and on α and s when ``train_alpha``."""
+        policy = self.policy
+        alpha_ids = {id(p) for p in policy.alpha_parameters()}
+        main_params = [p for p in policy.parameters() if p.requires_grad and id(p) not in alpha_ids]
+        opt = torch.optim.Adam(main_params, lr=self.config.lr, eps=1e-5)
+        alpha_opt = (
+            torch.optim.Adam(policy.alpha_parameters(), lr=self.config.alpha_lr, eps=1e-5)
+            if self.config.train_alpha
+            else None
+        )
+        return opt, alpha_opt
+
+    def _rollout(self, buf: _Rollout, gen: torch.Generator, curve: Curve) -> None:
+        """``n_steps`` steps of every sub-env into ``buf``, actions sampled from ``gen``; finished
+        episodes go to ``curve``."""
+        policy, n, dev = self.policy, self.config.n_envs, buf.next_obs.device
+        with policy.frozen_weights():  # the pool mix is constant during a rollout
+            for t in range(self.config.n_steps):
+                buf.step += n
+                with torch.no_grad():
+                    logits, value = policy(buf.next_obs)
+                    probs = torch.softmax(logits, dim=-1)
+                    action = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+                    logp = torch.log_softmax(logits, -1).gather(-1, action[:, None]).squeeze(-1)
+                buf.obs[t], buf.act[t], buf.logp[t], buf.val[t] = buf.next_obs, action, logp, value
+                # reset steps ignore the action
+                buf.valid[t] = torch.as_tensor(~buf.prev_done, device=dev)
+                obs_np, reward, term, trunc, info = self.env.step(action.cpu().numpy())
+                done = np.logical_or(term, trunc)
+                buf.rew[t] = torch.as_tensor(reward, device=dev)
+                buf.term[t] = torch.as_tensor(term, dtype=torch.float32, device=dev)
+                buf.done[t] = torch.as_tensor(done, dtype=torch.float32, device=dev)
+                buf.prev_done = done
+                buf.next_obs = torch.as_tensor(obs_np, device=dev)
+                if "_episode" in info:
+                    for r in np.asarray(info["episode"]["r"])[info["_episode"]]:
+                        curve.episode_steps.append(buf.step)
+                        curve.episode_returns.append(float(r))
+
+    def _advantages(self, buf: _Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+        """GAE advantages and returns of the rollout in ``buf``."""
+        cfg, t_steps = self.config, self.config.n_steps
+        with torch.no_grad():
+            next_value = self.policy.value(buf.next_obs)
+            adv = torch.zeros_like(buf.rew)
+            last = torch.zeros(cfg.n_envs, device=buf.rew.device)
+            for t in reversed(range(t_steps)):
+                # obs_{t+1} is the real final observation when step t ended an episode (NEXT_STEP
+                # autoreset), so truncations bootstrap correctly; terminations do not bootstrap.
+                nv = next_value if t == t_steps - 1 else buf.val[t + 1]
+                delta = buf.rew[t] + cfg.gamma * nv * (1.0 - buf.term[t]) - buf.val[t]
+                # the transition after an episode end is the ignored reset step: cut the trace
+                last = delta + cfg.gamma * cfg.gae_lambda * (1.0 - buf.done[t]) * last
+                adv[t] = last
+            returns = adv + buf.val
+        return adv, returns
+
+    def _update(
+        self,
+        buf: _Rollout,
+        adv: torch.Tensor,
+        returns: torch.Tensor,
+        rng: np.random.Generator,
+        opt: torch.optim.Adam,
+        alpha_opt: torch.optim.Adam | None,
+    ) -> float:
+        """``n_epochs`` passes of clipped-surrogate, value and entropy updates over the valid
+        transitions in minibatches drawn from ``rng``; the mean loss (NaN when none ran)."""
+        policy, cfg = self.policy, self.config
+        dev = buf.next_obs.device
+        idx = torch.nonzero(buf.valid.flatten()).squeeze(-1).cpu().numpy()
+        b_obs = buf.obs.reshape(-1, policy.obs_dim)
+        b_act, b_logp = buf.act.flatten(), buf.logp.flatten()
+        b_adv, b_ret, b_val = adv.flatten(), returns.flatten(), buf.val.flatten()
+        losses = []
+        for _ in range(cfg.n_epochs):
+            for mb in np.array_split(rng.permutation(idx), cfg.n_minibatches):
+                if mb.size < 2:
+                    continue
+                mbt = torch.as_tensor(mb, device=dev)
+                logits, value = policy(b_obs[mbt])
+                logp_all = torch.log_softmax(logits, -1)
+                new_logp = logp_all.gather(-1, b_act[mbt, None]).squeeze(-1)
+                entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+                ratio = (new_logp - b_logp[mbt]).exp()
+                a = b_adv[mbt]
+                a = (a - a.mean()) / (a.std() + 1e-8)
+                pg_loss = torch.max(
+                    -a * ratio, -a * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
+                ).mean()
+                v_clipped = b_val[mbt] + (value - b_val[mbt]).clamp(-cfg.clip_coef, cfg.clip_coef)
+                v_loss = (
+                    0.5 * torch.max((value - b_ret[mbt]) ** 2, (v_clipped - b_ret[mbt]) ** 2).mean()
+                )
+                loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
+                opt.zero_grad()
+                if alpha_opt is not None:
+                    alpha_opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(list(policy.parameters()), cfg.max_grad_norm)
+                opt.step()
+                if alpha_opt is not None:
+                    alpha_opt.step()
+                losses.append(loss.item())
+        return float(np.mean(losses)) if losses else float("nan")
+
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         return predict(self.policy, obs, deterministic)
-
-    _HYPER = (
-        "lr", "alpha_lr", "n_envs", "n_steps", "n_epochs", "n_minibatches", "clip_coef",
-        "ent_coef", "vf_coef", "gamma", "gae_lambda", "max_grad_norm", "anneal_lr",
-        "train_alpha", "seed",
-    )  # fmt: skip
 
     def save(self, path: str | Path) -> Path:
         """Save the policy and the PPO hyperparameters (safetensors with a sha256), like SB3's
         ``model.save``; :meth:`load` rebuilds the agent on an environment factory."""
-        return save_policy(
-            self.policy, path, extra={"ppo": json.dumps({k: getattr(self, k) for k in self._HYPER})}
-        )
+        return save_policy(self.policy, path, extra={"ppo": json.dumps(asdict(self.config))})
 
     @classmethod
     def load(cls, path: str | Path, env_fn: EnvFn, **overrides: Any) -> ContinualPPO:
@@ -270,7 +326,7 @@ class ContinualPPO:
         policy, meta = _load_policy(Path(path))
         if "ppo" not in meta:
             raise ValueError(f"{path}: a policy file, not a ContinualPPO (use load_policy)")
-        return cls(env_fn, policy, **{**json.loads(meta["ppo"]), **overrides})
+        return cls(env_fn, policy, PPOConfig(**{**json.loads(meta["ppo"]), **overrides}))
 
 
 def save_policy(
@@ -402,14 +458,12 @@ class SequenceResult:
 def _init_policy(
     obs_dim: int, n_actions: int, seed: int, task: int, **policy_kwargs: Any
 ) -> CKAPolicy:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(derive_seed(seed, 10, task))
+    with seeded(seed, 10, task):
         return CKAPolicy(obs_dim, n_actions, **policy_kwargs)
 
 
 def _fresh_critic(policy: CKAPolicy, seed: int, task: int) -> None:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(derive_seed(seed, 11, task))
+    with seeded(seed, 11, task):
         policy.reset_critic()
 
 
@@ -582,8 +636,7 @@ def train_sequence(
                     delta = st.policy.end_task(st.base)
                 st.pool.add(k - 1, delta)
                 merged = st.pool.merge_if_needed()
-                with torch.random.fork_rng(devices=[]):  # α's randn init, reproducible per task
-                    torch.manual_seed(derive_seed(seed, 15, k))
+                with seeded(seed, 15, k):  # α's randn init, reproducible per task
                     st.policy.begin_task(st.pool, st.base)
                 _fresh_critic(st.policy, seed, k)
         ppo = ContinualPPO(

@@ -34,14 +34,18 @@ import numpy as np
 from eff_rl.metrics import auc, forgetting, forward_transfer, success_curve
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
-__all__ = ["STEPS_SWEEP", "RunConfig", "run", "steps_sweep", "summarise"]
+__all__ = ["STEPS_SWEEP", "CKARLReproConfig", "RunConfig", "run", "steps_sweep", "summarise"]
 
 SUCCESS_RETURN = 195.0
 BINS = 20
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class CKARLReproConfig:
+    """The task sequence, the env-step budget per task and PPO's settings (defaults: full mode's;
+    quick mode runs ``QUICK_STEPS`` per task); ``workers`` processes run the (method, seed) runs
+    (``None``: min(2, CPUs))."""
+
     sequence: str = "flip4"
     steps_per_task: int = 40_000
     n_envs: int = 4
@@ -56,60 +60,63 @@ class RunConfig:
     )
     # official Finetune: CnnSimpleAgent.load(prev, load_critic=False); False carries the critic
     finetune_reset_critic: bool = True
+    workers: int | None = None
+
+    def train_kwargs(self) -> dict[str, Any]:
+        """The keywords of :func:`eff_rl.ppo.train_sequence` (PPO's settings included)."""
+        return dict(
+            n_envs=self.n_envs,
+            n_steps=self.n_steps,
+            n_minibatches=self.n_minibatches,
+            n_epochs=self.n_epochs,
+            lr=self.lr,
+            alpha_lr=self.alpha_lr,
+            eval_episodes=self.eval_episodes,
+            anneal_lr=self.anneal_lr,
+            finetune_reset_critic=self.finetune_reset_critic,
+        )
 
 
-def _ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
-    return dict(
-        n_envs=cfg.n_envs,
-        n_steps=cfg.n_steps,
-        n_minibatches=cfg.n_minibatches,
-        n_epochs=cfg.n_epochs,
-        lr=cfg.lr,
-        alpha_lr=cfg.alpha_lr,
-        eval_episodes=cfg.eval_episodes,
-        anneal_lr=cfg.anneal_lr,
-        finetune_reset_critic=cfg.finetune_reset_critic,
-    )
+#: the former name, kept for existing callers
+RunConfig = CKARLReproConfig
 
 
-def _job(args: tuple[RunConfig, str, int, int, str]) -> dict[str, Any]:
+def _job(args: tuple[CKARLReproConfig, str, int, int, str]) -> dict[str, Any]:
     """One (method, seed, pool size) run resumed from the seed's task-0 checkpoint (worker process)."""
-    import torch
-
     from eff_rl.envs import task_sequence
     from eff_rl.ppo import train_sequence
+    from eff_shared.torch import threads
 
-    torch.set_num_threads(1)
     cfg, method, seed, pool_size, ckpt = args
-    res = train_sequence(
-        task_sequence(cfg.sequence),
-        method,
-        cfg.steps_per_task,
-        seed,
-        pool_size,  # type: ignore[arg-type]
-        resume_from=ckpt,
-        **_ppo_kwargs(cfg),
-    )
+    with threads(1):
+        res = train_sequence(
+            task_sequence(cfg.sequence),
+            method,
+            cfg.steps_per_task,
+            seed,
+            pool_size,  # type: ignore[arg-type]
+            resume_from=ckpt,
+            **cfg.train_kwargs(),
+        )
     return res.to_dict()
 
 
-def _task0(args: tuple[RunConfig, int, str]) -> str:
-    import torch
-
+def _task0(args: tuple[CKARLReproConfig, int, str]) -> str:
     from eff_rl.envs import task_sequence
     from eff_rl.ppo import train_sequence
+    from eff_shared.torch import threads
 
-    torch.set_num_threads(1)
     cfg, seed, out = args
-    train_sequence(
-        task_sequence(cfg.sequence),
-        "finetune",
-        cfg.steps_per_task,
-        seed,
-        checkpoint_dir=out,
-        stop_after=0,
-        **_ppo_kwargs(cfg),
-    )
+    with threads(1):
+        train_sequence(
+            task_sequence(cfg.sequence),
+            "finetune",
+            cfg.steps_per_task,
+            seed,
+            checkpoint_dir=out,
+            stop_after=0,
+            **cfg.train_kwargs(),
+        )
     return str(Path(out) / "task0.safetensors")
 
 
@@ -157,7 +164,7 @@ STEPS_SWEEP = (10_000, 20_000)
 
 
 def _train(
-    cfg: RunConfig, seeds: list[int], methods: list[tuple[str, int]], workers: int
+    cfg: CKARLReproConfig, seeds: list[int], methods: list[tuple[str, int]], workers: int
 ) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Every (method, pool size) on every seed, resumed from the seed's shared task-0 run;
     ``{(method, pool): [summary per seed]}``."""
@@ -202,12 +209,12 @@ def steps_sweep(
     seeds: list[int],
     budgets: tuple[int, ...] = STEPS_SWEEP,
     workers: int | None = None,
-    cfg: RunConfig | None = None,
+    cfg: CKARLReproConfig | None = None,
 ) -> dict[int, dict[str, Any]]:
     """From scratch, fine-tune and CKA-RL (pool 3) at each number of env steps per task in
     ``budgets`` (``cfg`` otherwise; default the full mode's), seeds ``seeds``: ``{steps:
     _gains}`` — per seed the FT gap, the mean-AUC gap and their parts."""
-    cfg = cfg or RunConfig()
+    cfg = cfg or CKARLReproConfig()
     workers = workers or min(2, os.cpu_count() or 1)
     out = {}
     for b in budgets:
@@ -235,12 +242,12 @@ _XFAIL: dict[str, str] = {
 }
 
 
-def run(
-    mode: Mode = "quick", seed: int = 0, workers: int | None = None, cfg: RunConfig | None = None
-) -> Result:
-    cfg = cfg or (RunConfig() if mode == "full" else RunConfig(steps_per_task=QUICK_STEPS))
+def run(mode: Mode = "quick", seed: int = 0, cfg: CKARLReproConfig | None = None) -> Result:
+    cfg = cfg or (
+        CKARLReproConfig() if mode == "full" else CKARLReproConfig(steps_per_task=QUICK_STEPS)
+    )
     seeds = claim_seeds(mode, seed, quick=1, full=6)
-    workers = workers or min(2, os.cpu_count() or 1)
+    workers = cfg.workers or min(2, os.cpu_count() or 1)
     summ = _train(cfg, seeds, METHODS, workers)
     n_tasks = len(summ[("scratch", 3)][0]["auc"])
 
@@ -383,7 +390,7 @@ _STEPS_XFAIL: dict[tuple[int, str], str] = {}
 
 def _steps_section(
     result: Result,
-    cfg: RunConfig,
+    cfg: CKARLReproConfig,
     seeds: list[int],
     workers: int,
     main: dict[str, Any],
