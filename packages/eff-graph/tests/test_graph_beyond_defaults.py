@@ -102,7 +102,7 @@ def test_cli_reaches_the_new_settings(tmp_path):
     )
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
-    assert data["settings"]["num_classes"] == 3 and len(data["runs"]) == 5
+    assert data["settings"]["num_classes"] == 3 and len(data["rows"]) == 5
     runs = {}
     for shift in ("both", "structure"):
         args = ["imgda", "--shift", shift, "--seeds", "0", "--epochs", "2"]
@@ -110,7 +110,7 @@ def test_cli_reaches_the_new_settings(tmp_path):
         assert res.exit_code == 0, res.output
         data = json.loads(out.read_text())
         assert data["settings"]["shift"] == shift
-        runs[shift] = [r["macro_f1"] for r in data["runs"]]
+        runs[shift] = [r["macro_f1"] for r in data["rows"]]
     assert runs["structure"] != runs["both"]  # another target graph than the default's
     bad = runner.invoke(app, ["imgda", "--shift", "edges"])
     assert bad.exit_code != 0 and "--shift" in bad.output
@@ -195,8 +195,10 @@ def test_scaled_world_and_the_world_size_sweep():
     chunks, triples, questions = multihop_world(seed=1, **remindrag_repro.scaled_world(2))
     assert len(triples) == 200 and len(chunks) == 67 and len(questions["original"]) == 40
     assert max(sum(t.chunk_id == c.chunk_id for t in triples) for c in chunks) == 3
-    for bad in (0, True, 1.5):
-        with pytest.raises(ValueError, match="scale"):
+    with pytest.raises(ValueError, match=r"scale must be an integer in \[1, inf\]"):
+        remindrag_repro.scaled_world(0)
+    for bad in (True, 1.5):  # a wrong type is a TypeError
+        with pytest.raises(TypeError, match="scale must be an int"):
             remindrag_repro.scaled_world(bad)
     emb = HashingEmbedder(remindrag_repro.HASH_DIM)
     systems = {

@@ -15,8 +15,8 @@ def test_imgda_command_prints_the_table_and_writes_json(tmp_path):
     for name in ("GCN source-only", "DANN-GCN", "dual-branch CE only", "ImGDA", "minority recall"):
         assert name in res.output
     data = json.loads(out.read_text())
-    assert data["settings"]["seeds"] == [1] and len(data["runs"]) == 5
-    assert all(0.0 <= r["macro_f1"] <= 1.0 for r in data["runs"])
+    assert data["settings"]["seeds"] == [1] and len(data["rows"]) == 5
+    assert all(0.0 <= r["macro_f1"] <= 1.0 for r in data["rows"])
 
 
 @pytest.mark.parametrize(

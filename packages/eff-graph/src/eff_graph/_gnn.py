@@ -26,7 +26,6 @@ __all__ = [
     "grad_reverse",
     "make_operator",
     "propagate",
-    "seeded",
 ]
 
 
@@ -219,21 +218,3 @@ class GradReverse(torch.autograd.Function):
 
 def grad_reverse(x: Tensor, weight: float) -> Tensor:
     return GradReverse.apply(x, weight)
-
-
-class seeded:
-    """Context manager: fork torch's global RNG (CPU and the current CUDA device) and seed it, so
-    parameter initialisation and dropout are reproducible without disturbing the caller's stream."""
-
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
-        self._fork: Any = None
-
-    def __enter__(self) -> None:
-        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-        self._fork = torch.random.fork_rng(devices=devices)
-        self._fork.__enter__()
-        torch.manual_seed(self.seed)
-
-    def __exit__(self, *exc: Any) -> None:
-        self._fork.__exit__(*exc)

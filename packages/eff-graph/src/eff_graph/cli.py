@@ -7,7 +7,6 @@ table and take ``--json PATH``. torch runs single-threaded (shared machines).
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from pathlib import Path
@@ -16,39 +15,25 @@ from typing import Annotated, Any
 import typer
 
 from eff_shared.cli import domain_app
+from eff_shared.report import parse_csv, print_rows, write_rows_json
 
 app = domain_app("eff-graph", torch_report=True)
 
 API_KEY_VARS = ("EFF_LLM_API_KEY", "OPENAI_API_KEY")
 
 
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+def _csv(text: str, kind: Any, option: str) -> list[Any]:
+    """A comma-separated option as a list; a bad or missing value is a usage error naming it."""
+    try:
+        return parse_csv(text, kind, name=option)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 def _choice(value: str, allowed: tuple[str, ...], hint: str) -> str:
     if value not in allowed:
         raise typer.BadParameter(f"must be one of {list(allowed)}, got {value!r}", param_hint=hint)
     return value
-
-
-def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    """A plain-text table (eff-graph does not depend on rich directly)."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-    typer.echo(title)
-    typer.echo(line(header))
-    typer.echo(line(["-" * w for w in widths]))
-    for r in rows:
-        typer.echo(line(r))
-
-
-def _write_json(path: Path, payload: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1) + "\n")
 
 
 @app.command("imgda")
@@ -80,7 +65,6 @@ def imgda_cmd(
     """ImGDA vs GCN source-only, class-balanced GCN, DANN-GCN and the dual-branch CE-only ablation on
     CSBM source/target pairs; target macro-F1, accuracy and minority recall (last epoch)."""
     import numpy as np
-    import torch
 
     with warnings.catch_warnings():  # torch_geometric 2.8 calls the deprecated torch.jit.script
         warnings.filterwarnings("ignore", message=".*torch.jit.script", category=FutureWarning)
@@ -88,18 +72,15 @@ def imgda_cmd(
         from eff_graph.imgda import CROSS_DOMAIN, GLOBAL_OPS, PROTOTYPES, ImGDA
     from eff_graph.data import SHIFTS, csbm_domain_pair
     from eff_graph.metrics import accuracy, macro_f1, per_class_recall
-    from eff_shared.report import format_value
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     _choice(shift, SHIFTS, "--shift")
     _choice(global_op, GLOBAL_OPS, "--global-op")
     _choice(cross_domain, CROSS_DOMAIN, "--cross-domain")
     _choice(prototypes, PROTOTYPES, "--prototypes")
-    try:
-        seed_list = [int(s) for s in _csv(seeds)]
-    except ValueError as exc:
-        raise typer.BadParameter("must be comma-separated integers", param_hint="--seeds") from exc
-    if not seed_list or min(seed_list) < 0:
+    seed_list = _csv(seeds, int, "--seeds")
+    if min(seed_list) < 0:
         raise typer.BadParameter("give at least one seed >= 0", param_hint="--seeds")
     c, hidden = num_classes, 64
     common = {"hidden_channels": hidden, "anchors_per_class": 50, "epochs": epochs}
@@ -134,37 +115,33 @@ def imgda_cmd(
                     "minority_recall": float(per_class_recall(pred, target.y, c)[c - 1]),
                 }
             )
-    keys = ("macro_f1", "accuracy", "minority_recall")
-    lines = [[r["method"], str(r["seed"]), *(format_value(r[k]) for k in keys)] for r in rows]
-    for name in methods:
-        mine = [r for r in rows if r["method"] == name]
-        lines.append(
-            [name, "mean", *(format_value(float(np.mean([r[k] for r in mine]))) for k in keys)]
-        )
-    _print_table(
+    columns = {"macro_f1": "macro-F1", "accuracy": "accuracy", "minority_recall": "minority recall"}
+    means = [
+        {"method": name, "seed": "mean"}
+        | {k: float(np.mean([r[k] for r in rows if r["method"] == name])) for k in columns}
+        for name in methods
+    ]
+    print_rows(
         f"eff graph imgda: imbalance {imbalance:g}, {epochs} epochs, global op {global_op}, "
         f"cross-domain {cross_domain}, prototypes {prototypes}, shift {shift} "
         "(last epoch, target graph)",
-        ["method", "seed", "macro-F1", "accuracy", "minority recall"],
-        lines,
+        [
+            {"method": r["method"], "seed": r["seed"]} | {columns[k]: r[k] for k in columns}
+            for r in rows + means
+        ],
     )
     if json_path is not None:
-        _write_json(
-            json_path,
-            {
-                "settings": {
-                    "imbalance": imbalance,
-                    "num_classes": num_classes,
-                    "epochs": epochs,
-                    "global_op": global_op,
-                    "cross_domain": cross_domain,
-                    "prototypes": prototypes,
-                    "shift": shift,
-                    "seeds": seed_list,
-                },
-                "runs": rows,
-            },
-        )
+        settings = {
+            "imbalance": imbalance,
+            "num_classes": num_classes,
+            "epochs": epochs,
+            "global_op": global_op,
+            "cross_domain": cross_domain,
+            "prototypes": prototypes,
+            "shift": shift,
+            "seeds": seed_list,
+        }
+        write_rows_json(json_path, rows, {"settings": settings})
 
 
 @app.command("remindrag")
@@ -219,17 +196,15 @@ def remindrag_cmd(
         ScriptedReader,
         build_world_kg,
     )
-    from eff_shared.report import format_value
+    from eff_shared.torch import pin_threads
 
     _choice(embedder, ("hashing", "minilm"), "--embedder")
-    chosen = _csv(passes)
+    chosen = _csv(passes, str, "--passes")
     for p in chosen:
         _choice(p, PASSES[1:], "--passes")
     run_passes = ["original", *chosen]
     if embedder == "minilm":
-        import torch
-
-        torch.set_num_threads(1)
+        pin_threads(1)
         try:
             emb: Any = MiniLMEmbedder()
         except ImportError as exc:
@@ -237,7 +212,7 @@ def remindrag_cmd(
     else:
         emb = HashingEmbedder(hash_dim)
     try:
-        hop_list = tuple(int(h) for h in _csv(hops))
+        hop_list = tuple(parse_csv(hops, int, name="--hops"))
         chunks, triples, questions = multihop_world(seed=seed, hops=hop_list)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--hops") from exc
@@ -277,31 +252,31 @@ def remindrag_cmd(
     for r in rows:
         r["calls_vs_naive"] = r["calls_per_query"] / naive[r["pass"]] if naive[r["pass"]] else 0.0
     llm_name = llm_model if llm_base_url else "scripted reader"
-    keys = ("accuracy", "calls_per_query", "prompt_tokens_per_query", "calls_vs_naive")
-    _print_table(
+    columns = {
+        "pass": "pass",
+        "method": "method",
+        "accuracy": "accuracy",
+        "calls_per_query": "calls/q",
+        "prompt_tokens_per_query": "prompt tokens/q",
+        "calls_vs_naive": "ratio vs naive",
+    }
+    print_rows(
         f"eff graph remindrag: world seed {seed}, {embedder} embedder, {llm_name}",
-        ["pass", "method", "accuracy", "calls/q", "prompt tokens/q", "ratio vs naive"],
         [
-            [r["pass"], r["method"], *(format_value(r[k]) for k in keys)]
+            {label: r[k] for k, label in columns.items()}
             for r in sorted(rows, key=lambda r: run_passes.index(r["pass"]))
         ],
     )
     if errors:
         typer.echo(f"{errors} queries failed with unusable LLM replies (counted as wrong)")
     if json_path is not None:
-        _write_json(
-            json_path,
-            {
-                "settings": {
-                    "embedder": embedder,
-                    "passes": run_passes,
-                    "seed": seed,
-                    "hash_dim": hash_dim if embedder == "hashing" else None,
-                    "hops": list(hop_list),
-                    "max_jumps": max_jumps,
-                    "llm": llm_name,
-                },
-                "rows": rows,
-                "protocol_errors": errors,
-            },
-        )
+        settings = {
+            "embedder": embedder,
+            "passes": run_passes,
+            "seed": seed,
+            "hash_dim": hash_dim if embedder == "hashing" else None,
+            "hops": list(hop_list),
+            "max_jumps": max_jumps,
+            "llm": llm_name,
+        }
+        write_rows_json(json_path, rows, {"settings": settings, "protocol_errors": errors})

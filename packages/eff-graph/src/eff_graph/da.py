@@ -34,10 +34,10 @@ from eff_graph._gnn import (
     check_graph,
     gcn_operator,
     grad_reverse,
-    seeded,
 )
 from eff_graph.imgda import ppmi_operator
 from eff_shared.errors import check_positive, check_type
+from eff_shared.torch import seeded
 
 __all__ = ["DANNGCN", "UDAGCN", "ClassBalancedGCN", "GCNBaselineConfig", "SourceOnlyGCN"]
 

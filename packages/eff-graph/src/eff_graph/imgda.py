@@ -64,10 +64,10 @@ from eff_graph._gnn import (
     check_edge_index,
     check_graph,
     gcn_operator,
-    seeded,
 )
 from eff_shared.errors import check_choice, check_positive, check_type
 from eff_shared.progress import track
+from eff_shared.torch import seeded
 
 __all__ = [
     "DualBranchEncoder",

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from eff_graph.remindrag.llm import Completion, _check_messages
+from eff_graph.remindrag.llm import Completion, check_messages
 from eff_shared.errors import check_choice, check_positive, check_type
 
 __all__ = ["HFReader", "byte_level_tokenizer", "next_node_options"]
@@ -131,7 +131,7 @@ class HFReader:
     # ------------------------------------------------------------------ prompt and tokens
     def render(self, messages: list[dict[str, str]]) -> str:
         """The prompt text the model reads for ``messages`` (chat template, or plain roles)."""
-        messages = _check_messages(messages)
+        messages = check_messages(messages)
         if getattr(self.tokenizer, "chat_template", None):
             return self.tokenizer.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=True

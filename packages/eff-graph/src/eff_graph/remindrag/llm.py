@@ -16,7 +16,14 @@ import httpx
 
 from eff_shared.errors import check_positive, check_type
 
-__all__ = ["Completion", "LLMClient", "LLMProtocolError", "OpenAICompatibleClient", "UsageMeter"]
+__all__ = [
+    "Completion",
+    "LLMClient",
+    "LLMProtocolError",
+    "OpenAICompatibleClient",
+    "UsageMeter",
+    "check_messages",
+]
 
 
 class LLMProtocolError(RuntimeError):
@@ -36,7 +43,9 @@ class LLMClient(Protocol):
     def complete(self, messages: list[dict[str, str]], **kw: Any) -> Completion: ...
 
 
-def _check_messages(messages: Any) -> list[dict[str, str]]:
+def check_messages(messages: Any) -> list[dict[str, str]]:
+    """``messages`` itself; ``TypeError`` unless it is a non-empty list of chat messages (dicts
+    with a ``role`` and a string ``content``)."""
     if not isinstance(messages, list) or not messages:
         raise TypeError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
     for m in messages:
@@ -92,7 +101,7 @@ class OpenAICompatibleClient:
         self._client = httpx.Client(timeout=self.timeout)
 
     def complete(self, messages: list[dict[str, str]], **kw: Any) -> Completion:
-        messages = _check_messages(messages)
+        messages = check_messages(messages)
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m["role"], "content": m["content"]} for m in messages],

@@ -39,6 +39,7 @@ from eff_graph.imgda import (
 )
 from eff_graph.metrics import accuracy, macro_f1, per_class_recall
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
+from eff_shared.torch import threads
 
 __all__ = [
     "EPOCHS",
@@ -299,12 +300,8 @@ _PAPER = "abstract: beats graph-DA baselines (UDAGCN citation graphs, imbalance 
 
 
 def run(mode: Mode = "quick", seed: int = 0) -> Result:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with threads(1):
         return _run(mode, seed)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(mode: Mode, seed: int) -> Result:

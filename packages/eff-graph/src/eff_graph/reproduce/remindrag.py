@@ -50,6 +50,7 @@ from eff_graph.remindrag import (
     memory_coefficient,
     punish_memory,
 )
+from eff_shared.errors import check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 
 __all__ = [
@@ -144,9 +145,8 @@ def scaled_world(scale: int, facts_per_chunk: int = SWEEP_FACTS_PER_CHUNK) -> di
     """:func:`multihop_world` keywords of a world ``scale`` times the spec's: 20·scale questions
     over 30·scale products, 30·scale people, 20·scale companies, 12·scale cities (100·scale facts),
     ``facts_per_chunk`` facts per chunk. ``scaled_world(1, 2)`` is the spec's world."""
-    for name, v in (("scale", scale), ("facts_per_chunk", facts_per_chunk)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    scale = check_int("scale", scale, minimum=1)
+    facts_per_chunk = check_int("facts_per_chunk", facts_per_chunk, minimum=1)
     return {
         "n_products": 20 * scale,
         "n_items": 30 * scale,
