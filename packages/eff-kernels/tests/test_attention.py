@@ -301,7 +301,7 @@ def test_transformers_sage_generates_the_sdpa_greedy_tokens_and_trains_with_sage
 
 
 def test_sage_attention3_warns_once_and_matches_the_fp4_path():
-    A._WARNED_FP4 = False
+    A.common._WARNED_FP4 = False  # the once-per-process flag, where warn_fp4_emulation keeps it
     q, k, v = qkv(n=64)
     with pytest.warns(FP4EmulationWarning, match="no speedup"):
         out = sage_attention3(q, k, v)

@@ -17,7 +17,7 @@ def test_sage_attention_prints_the_accuracy_and_kv_memory_tables(tmp_path):
     assert res.exit_code == 0, res.output
     assert "SageAttention vs float64" in res.output and "KV cache bytes per token" in res.output
     data = json.loads(path.read_text())
-    rows = {(r["dist"], r["format"]): r for r in data["accuracy"]}
+    rows = {(r["dist"], r["format"]): r for r in data["rows"]}
     assert rows[("gauss", "int8-fp16")]["cos"] > 0.999
     kv = {r["format"]: r["ratio_to_fp16"] for r in data["kv_bytes_per_token"]}
     assert abs(kv["nvfp4"] - 0.28125) < 1e-9 and "0.2812" in res.output
@@ -85,7 +85,7 @@ def test_lrqk_and_paretoq_commands(tmp_path):
     )
     assert res.exit_code == 0, res.output
     data = json.loads(path.read_text())
-    assert set(data["sweep"]["bits"]) == {"2", "4"} and len(data["budget_split"]) == 4
+    assert {r["bits"] for r in data["rows"]} == {2.0, 4.0} and len(data["budget_split"]) == 4
 
 
 def test_bad_cli_input_is_a_usage_error():

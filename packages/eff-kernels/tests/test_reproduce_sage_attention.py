@@ -6,7 +6,7 @@ import torch
 
 from eff_kernels.attention import sage_attention
 from eff_kernels.reproduce.sage_attention import (
-    SageConfig,
+    SageAttentionReproConfig,
     k_smoothing_rows,
     make_qkv,
     run,
@@ -47,7 +47,9 @@ def test_quick_reproduction_claims():
 
 
 def test_reproduction_runs_on_a_small_config():
-    cfg = SageConfig(heads=1, seq=256, twolevel_seq=256, bwd_seq=128, triton_seq=70, gqa_ratio=1)
+    cfg = SageAttentionReproConfig(
+        heads=1, seq=256, twolevel_seq=256, bwd_seq=128, triton_seq=70, gqa_ratio=1
+    )
     result = run("quick", seed=1, cfg=cfg)
     assert result.error is None and all(math.isfinite(c.measured) for c in result.claims)
     # the mechanism claims hold at any size: Triton equals the reference, smoothing fixes outliers
@@ -59,7 +61,7 @@ def test_reproduction_runs_on_a_small_config():
 
 def test_outlier_gaussian_q_variant_keeps_k_and_v():
     """``outlier_heavy_q=False`` swaps only Q for the Gaussian draw (the SageBwd check's recipe)."""
-    cfg = SageConfig(heads=2, seq=64)
+    cfg = SageAttentionReproConfig(heads=2, seq=64)
     q_t, k_t, v_t = make_qkv("outlier", cfg, 3)
     q_g, k_g, v_g = make_qkv("outlier", dataclasses.replace(cfg, outlier_heavy_q=False), 3)
     q_gauss, _, _ = make_qkv("gauss", cfg, 3)
@@ -69,7 +71,7 @@ def test_outlier_gaussian_q_variant_keeps_k_and_v():
 
 
 def test_k_smoothing_rows_per_thread_and_per_block():
-    cfg = SageConfig(heads=1, seq=256)
+    cfg = SageAttentionReproConfig(heads=1, seq=256)
     rows = k_smoothing_rows(cfg, [0, 1])
     assert [r["seed"] for r in rows] == [0, 1]
     for row in rows:
@@ -77,7 +79,7 @@ def test_k_smoothing_rows_per_thread_and_per_block():
 
 
 def test_sagebwd_gaussian_q_outlier_and_granularity():
-    cfg = SageConfig(bwd_heads=1, bwd_seq=128, outlier_heavy_q=False)
+    cfg = SageAttentionReproConfig(bwd_heads=1, bwd_seq=128, outlier_heavy_q=False)
     smooth = sagebwd_errors(cfg, "outlier", 0)
     plain = sagebwd_errors(cfg, "outlier", 0, smooth_k=False)
     # with Gaussian Q, K smoothing makes SageBwd as accurate as on `gauss`; without it dQ breaks
@@ -89,7 +91,7 @@ def test_sagebwd_gaussian_q_outlier_and_granularity():
 
 
 def test_int8_default_granularity_is_per_thread():
-    q, k, v = make_qkv("outlier", SageConfig(heads=1, seq=256), 2)
+    q, k, v = make_qkv("outlier", SageAttentionReproConfig(heads=1, seq=256), 2)
     default = sage_attention(q, k, v)
     assert torch.equal(default, sage_attention(q, k, v, qk_granularity="per_thread"))
     assert not torch.equal(default, sage_attention(q, k, v, qk_granularity="per_block"))
@@ -98,7 +100,7 @@ def test_int8_default_granularity_is_per_thread():
 def test_make_qkv_cross_attention_lengths_and_sage_accuracy_there():
     from eff_kernels.attention import attention_error, attention_fp64
 
-    cfg = SageConfig(heads=2, seq=64)
+    cfg = SageAttentionReproConfig(heads=2, seq=64)
     q0, k0, v0 = make_qkv("outlier", cfg, 5)
     q1, k1, v1 = make_qkv("outlier", cfg, 5, kv_seq=64)
     assert torch.equal(q0, q1) and torch.equal(k0, k1) and torch.equal(v0, v1)  # default = Q's

@@ -29,6 +29,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from eff_shared.torch import threads
+
 __all__ = ["SECTIONS", "run_bench"]
 
 SECTIONS = ("attention", "lrqk", "paretoq")
@@ -76,12 +78,12 @@ def _attention(
 ) -> dict[str, Any]:
     from eff_kernels.attention import (
         FP4EmulationWarning,
-        _prepare,
-        _triton_forward,
         attention_error,
         attention_fp64,
         sage_attention,
     )
+    from eff_kernels.attention.common import prepare
+    from eff_kernels.attention.forward import triton_forward
 
     cuda = device.type == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float16
@@ -187,7 +189,7 @@ def _attention(
                         F.scaled_dot_product_attention(q, k, v, is_causal=c)
                     )
                 for pv in ("fp16", "fp8") + (("fp4",) if n_ <= 4096 else ()):
-                    prep = _prepare(
+                    prep = prepare(
                         q,
                         k,
                         v,
@@ -198,7 +200,7 @@ def _attention(
                     )
                     fns[
                         f"ours int8+{pv} kernel" if pv != "fp4" else "ours nvfp4 (emulated) kernel"
-                    ] = lambda p=prep, c=causal: _triton_forward(p, None, 0, c, dtype, False)
+                    ] = lambda p=prep, c=causal: triton_forward(p, None, 0, c, dtype, False)
                     if pv != "fp4":
                         fns[f"ours int8+{pv} incl. quantization"] = (
                             lambda q=q, k=k, v=v, c=causal, p=pv: sage_attention(
@@ -406,6 +408,7 @@ def _paretoq(dry: bool, device: torch.device, echo: Callable[[str], None]) -> di
     return {"rows": rows, "ok": all(r["ok"] for r in rows)}
 
 
+@threads(1)
 def run_bench(
     dry_run: bool = False,
     sections: list[str] | tuple[str, ...] = SECTIONS,
@@ -413,9 +416,9 @@ def run_bench(
 ) -> dict[str, Any]:
     """Run the chosen sections; returns a JSON-able dict whose ``ok`` says whether every check passed.
 
-    Without ``dry_run`` a CUDA device is required (RuntimeError otherwise).
+    Without ``dry_run`` a CUDA device is required (RuntimeError otherwise). Runs at one torch
+    thread (restored after).
     """
-    torch.set_num_threads(1)
     for s in sections:
         if s not in SECTIONS:
             raise ValueError(f"sections must be drawn from {SECTIONS}, got {s!r}")

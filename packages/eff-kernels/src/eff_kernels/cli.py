@@ -8,14 +8,13 @@ per token), ``eff kernels lrqk`` (selection quality and transfers of LRQK vs bas
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from eff_shared.cli import domain_app
-from eff_shared.report import format_value
+from eff_shared.report import format_value, parse_csv, print_rows, write_rows_json
 
 app = domain_app("eff-kernels", torch_report=True)
 
@@ -24,28 +23,12 @@ JsonOpt = Annotated[
 ]
 
 
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
-def _print_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
-    """A plain aligned text table (kept free of extra dependencies)."""
-    cells = [[format_value(r.get(c, "")) for c in columns] for r in rows]
-    widths = [
-        max(len(c), *(len(row[i]) for row in cells)) if cells else len(c)
-        for i, c in enumerate(columns)
-    ]
-    typer.echo(f"\n{title}")
-    typer.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
-    typer.echo("  ".join("-" * w for w in widths))
-    for row in cells:
-        typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
-
-
-def _write_json(path: Path | None, data: Any) -> None:
-    if path is not None:
-        path.write_text(json.dumps(data, indent=1, default=str))
-        typer.echo(f"\nwritten: {path}")
+def _csv(text: str, option: str, kind: Any = str) -> list[Any]:
+    """A comma-separated option as a list; a bad or missing value is a usage error naming it."""
+    try:
+        return parse_csv(text, kind, name=option)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 @app.command("sage-attention")
@@ -74,19 +57,18 @@ def sage_attention_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """Accuracy of SageAttention formats vs float64 attention (cos, rel-L1, RMSE) and KV bytes per token."""
-    import torch
-
     from eff_kernels.attention import kv_bytes_per_token
     from eff_kernels.reproduce.sage_attention import (
         DISTS,
         FORMATS,
-        SageConfig,
+        SageAttentionReproConfig,
         accuracy_table,
         sagebwd_errors,
     )
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
-    dists, fmts = _csv(dist), _csv(formats)
+    pin_threads(1)
+    dists, fmts = _csv(dist, "--dist"), _csv(formats, "--formats")
     for d in dists:
         if d not in DISTS:
             raise typer.BadParameter(
@@ -99,23 +81,23 @@ def sage_attention_cmd(
             )
     if backend not in ("reference", "triton"):
         raise typer.BadParameter("must be one of ['reference', 'triton']", param_hint="--backend")
-    cfg = SageConfig(heads=heads, seq=seq, head_dim=head_dim, bwd_seq=min(512, seq))
+    cfg = SageAttentionReproConfig(heads=heads, seq=seq, head_dim=head_dim, bwd_seq=min(512, seq))
     rows = accuracy_table(cfg, [seed], tuple(dists), tuple(fmts), backend=backend, is_causal=causal)
-    _print_table(
+    print_rows(
         f"SageAttention vs float64 attention (B=1, H={heads}, N={seq}, D={head_dim}, causal={causal}, {backend})",
         rows,
-        ["dist", "format", "cos", "rel_l1", "rmse"],
+        columns=["dist", "format", "cos", "rel_l1", "rmse"],
     )
     kv = [
         {"format": f, **kv_bytes_per_token(f, head_dim)}
         for f in ("fp16", "int8-fp16", "int8-fp8", "nvfp4", "mxfp4")
     ]
-    _print_table(
+    print_rows(
         f"KV cache bytes per token and head (D={head_dim}, measured from quantized tensors)",
         kv,
-        ["format", "bytes_per_token", "ratio_to_fp16"],
+        columns=["format", "bytes_per_token", "ratio_to_fp16"],
     )
-    out: dict[str, Any] = {"accuracy": rows, "kv_bytes_per_token": kv}
+    extra: dict[str, Any] = {"kv_bytes_per_token": kv}
     if backward:
         bwd = []
         for d in ("gauss", "outlier"):
@@ -132,13 +114,14 @@ def sage_attention_cmd(
         cols = ["dist", "smooth_k"] + [
             f"{n} {m}" for n in ("O", "dQ", "dK", "dV") for m in ("cos", "rel_l1")
         ]
-        _print_table(
+        print_rows(
             f"SageBwd (INT8, dP in FP16) vs float64 autograd (H={cfg.bwd_heads}, N={cfg.bwd_seq})",
             bwd,
-            cols,
+            columns=cols,
         )
-        out["sagebwd"] = bwd
-    _write_json(json_path, out)
+        extra["sagebwd"] = bwd
+    if json_path is not None:
+        write_rows_json(json_path, rows, extra)
 
 
 @app.command("lrqk")
@@ -158,11 +141,10 @@ def lrqk_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """LRQK vs oracle top-k, PCA-of-K (Loki-like), random projection and the recent window."""
-    import torch
-
     from eff_kernels.reproduce.lrqk import LRQKReproConfig, simulate
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     if rank > 64:
         raise typer.BadParameter("must be <= head_dim (64)", param_hint="--rank")
     if kv_heads is not None and heads % kv_heads:
@@ -178,17 +160,19 @@ def lrqk_cmd(
         kv_heads=kv_heads,
     )
     res = simulate(cfg, seed)
-    rows = [{"method": n, **res[n]} for n in ("lrqk", "oracle", "pca_k", "rand_proj", "window")]
-    _print_table(
+    methods = ("lrqk", "oracle", "pca_k", "rand_proj", "window")
+    rows = [{"method": n, **res[n]} for n in methods]
+    print_rows(
         f"LRQK selection (L={seq}, T={decode}, r={rank}, k={top_k}, w={window}, seed {seed})",
         rows,
-        ["method", "recall", "mass", "relerr"],
+        columns=["method", "recall", "mass", "relerr"],
     )
     typer.echo(
-        f"\ntransferred K/V rows per step / k: {format_value(res['transferred_per_k'])} "
+        f"transferred K/V rows per step / k: {format_value(res['transferred_per_k'])} "
         f"(1.0 without hit/miss); hit rate {format_value(res['hit_rate'])}"
     )
-    _write_json(json_path, res)
+    if json_path is not None:
+        write_rows_json(json_path, rows, {k: v for k, v in res.items() if k not in methods})
 
 
 @app.command("paretoq")
@@ -209,37 +193,37 @@ def paretoq_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """ParetoQ on the teacher–student task: PTQ vs QAT rel_mse and weight change per bit width."""
-    import torch
-
     from eff_kernels.paretoq import ParetoQConfig
     from eff_kernels.reproduce.paretoq import ParetoQReproConfig, budget_split, sweep
+    from eff_shared.torch import pin_threads
 
-    torch.set_num_threads(1)
+    pin_threads(1)
     try:
-        bit_list = tuple(ParetoQConfig(bits=float(b)).bits for b in _csv(bits))
-        fractions = tuple(float(s) for s in _csv(split)) if split else ()
+        bit_list = tuple(ParetoQConfig(bits=b).bits for b in _csv(bits, "--bits", float))
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        raise typer.BadParameter(str(exc), param_hint="--bits") from exc
+    fractions = tuple(_csv(split, "--split", float)) if split else ()
     if any(not 0 <= f < 1 for f in fractions):
         raise typer.BadParameter("fractions must lie in [0, 1)", param_hint="--split")
     cfg = ParetoQReproConfig(fp_steps=steps, qat_steps=qat_steps)
     res = sweep(cfg, seed, bit_list)
     rows = [{"bits": b, **v} for b, v in res["bits"].items()]
-    _print_table(
+    print_rows(
         f"ParetoQ, teacher–student (FP rel_mse {format_value(res['fp_rel_mse'])}, seed {seed})",
         rows,
-        ["bits", "ptq_rel_mse", "qat_rel_mse", "weight_change"],
+        columns=["bits", "ptq_rel_mse", "qat_rel_mse", "weight_change"],
     )
-    out: dict[str, Any] = {"sweep": res}
+    extra: dict[str, Any] = {k: v for k, v in res.items() if k != "bits"}
     if fractions:
         sp = [r for b in bit_list for r in budget_split(cfg, seed, b, fractions, total=steps)]
-        _print_table(
+        print_rows(
             f"budget split: {steps} steps, a fraction in FP then QAT (information)",
             sp,
-            ["bits", "fp_fraction", "rel_mse"],
+            columns=["bits", "fp_fraction", "rel_mse"],
         )
-        out["budget_split"] = sp
-    _write_json(json_path, out)
+        extra["budget_split"] = sp
+    if json_path is not None:
+        write_rows_json(json_path, rows, extra)
 
 
 @app.command("bench")
@@ -255,7 +239,7 @@ def bench_cmd(
     """GPU benchmark of the kernels (TOPS vs SDPA, LRQK decode, low-bit GEMM); see tools/bench/kernels_gpu.py."""
     from eff_kernels.bench import SECTIONS, run_bench
 
-    chosen = _csv(sections)
+    chosen = _csv(sections, "--sections")
     for s in chosen:
         if s not in SECTIONS:
             raise typer.BadParameter(
@@ -265,6 +249,11 @@ def bench_cmd(
         res = run_bench(dry_run=dry_run, sections=chosen, echo=typer.echo)
     except RuntimeError as exc:
         raise typer.BadParameter(str(exc), param_hint="--dry-run") from exc
-    _write_json(json_path, res)
+    print_rows(
+        "eff kernels bench: sections",
+        [{"section": s, "ok": res[s]["ok"], "seconds": res[s]["seconds"]} for s in chosen],
+        json_path,
+        extra=res,
+    )
     if not res["ok"]:
         raise typer.Exit(1)

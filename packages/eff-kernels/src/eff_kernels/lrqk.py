@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 
 __all__ = [
     "HitMissKVStore",
@@ -78,11 +78,8 @@ class LRQKConfig:
 
     def __post_init__(self) -> None:
         for name in ("rank", "top_k"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0:
-            raise ValueError(f"window must be an integer >= 0, got {self.window!r}")
+            check_int(name, getattr(self, name), minimum=1)
+        check_int("window", self.window, minimum=0)
         if len(self.iters) != 2 or any(int(i) < 1 for i in self.iters):
             raise ValueError(f"iters must be two integers >= 1, got {self.iters!r}")
         if not self.tol >= 0:
@@ -125,8 +122,7 @@ def _solve(a: torch.Tensor, b: torch.Tensor, left: bool = True) -> torch.Tensor:
 
 
 def _check_rank(rank: int, d: int) -> None:
-    if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= d:
-        raise ValueError(f"rank must be an integer in [1, head_dim={d}], got {rank!r}")
+    check_int("rank", rank, minimum=1, maximum=d)  # d: the head dim
 
 
 def _init_factors(

@@ -28,8 +28,9 @@ from typing import Any
 import torch
 
 from eff_kernels.lrqk import LRQKConfig, LRQKState, als_objective, lrqk_prefill
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
+from eff_shared.torch import threads
 
 __all__ = ["LRQKReproConfig", "als_check", "make_stream", "run", "simulate"]
 
@@ -59,16 +60,10 @@ class LRQKReproConfig:
 
     def __post_init__(self) -> None:
         for name in ("heads", "batch"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            check_int(name, getattr(self, name), minimum=1)
         kv = self.kv_heads
-        if kv is not None and (
-            isinstance(kv, bool) or not isinstance(kv, int) or kv < 1 or self.heads % kv
-        ):
-            raise ValueError(
-                f"kv_heads must be None or an integer >= 1 dividing heads={self.heads}, got {kv!r}"
-            )
+        if kv is not None and self.heads % check_int("kv_heads", kv, minimum=1):
+            raise ValueError(f"kv_heads must divide heads={self.heads}, got {kv!r}")
 
     @property
     def n_kv_heads(self) -> int:
@@ -289,8 +284,12 @@ def _one_seed(cfg: LRQKReproConfig, seed: int) -> dict[str, float]:
 def run(mode: Mode = "quick", seed: int = 0, cfg: LRQKReproConfig | None = None) -> Result:
     """Config "small": paper claims over 2 (quick) or 5 (full) seeds; ALS checks at seeds
     seed..seed+2 in both modes; exactness at ``seed``; full mode adds config A as information."""
+    with threads(1):  # one torch thread: faster here, and the numbers do not depend on the machine
+        return _run(mode, seed, cfg)
+
+
+def _run(mode: Mode, seed: int, cfg: LRQKReproConfig | None) -> Result:
     check_choice("mode", mode, ("quick", "full"))
-    torch.set_num_threads(1)
     cfg = cfg or LRQKReproConfig()
     seeds = claim_seeds(mode, seed, quick=2, full=5)
     per = [_one_seed(cfg, s) for s in seeds]

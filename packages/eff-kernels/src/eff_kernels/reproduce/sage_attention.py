@@ -30,11 +30,13 @@ from eff_kernels.attention import (
     p_quant_attention,
     sage_attention,
 )
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
+from eff_shared.torch import threads
 
 __all__ = [
     "FORMATS",
+    "SageAttentionReproConfig",
     "SageConfig",
     "accuracy_table",
     "k_smoothing_rows",
@@ -58,7 +60,7 @@ FORMATS: dict[str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
-class SageConfig:
+class SageAttentionReproConfig:
     """Every knob of the synthetic data and of the experiments."""
 
     batch: int = 1
@@ -85,9 +87,13 @@ class SageConfig:
     gqa_ratio: int = 4
 
 
+#: the former name, kept for existing callers
+SageConfig = SageAttentionReproConfig
+
+
 def make_qkv(
     dist: str,
-    cfg: SageConfig,
+    cfg: SageAttentionReproConfig,
     seed: int,
     *,
     heads: int | None = None,
@@ -102,10 +108,8 @@ def make_qkv(
     """
     check_choice("dist", dist, DISTS)
     for name, value in (("heads", heads), ("seq", seq), ("kv_heads", kv_heads), ("kv_seq", kv_seq)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
+        if value is not None:
+            check_int(name, value, minimum=1)
     g = torch.Generator().manual_seed(seed)
     h = heads or cfg.heads
     hk = kv_heads or h
@@ -130,7 +134,7 @@ def make_qkv(
 
 
 def accuracy_table(
-    cfg: SageConfig, seeds: list[int], dists: tuple[str, ...] = DISTS, formats: tuple[str, ...] = tuple(FORMATS),
+    cfg: SageAttentionReproConfig, seeds: list[int], dists: tuple[str, ...] = DISTS, formats: tuple[str, ...] = tuple(FORMATS),
     backend: str = "reference", is_causal: bool = False, gqa: bool = False,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """cos / rel-L1 / RMSE vs float64 per (dist, format, seed)."""
@@ -159,7 +163,7 @@ def accuracy_table(
 
 
 def two_level_rows(
-    cfg: SageConfig, seeds: list[int], stds: tuple[float, ...] | None = None
+    cfg: SageAttentionReproConfig, seeds: list[int], stds: tuple[float, ...] | None = None
 ) -> list[dict[str, Any]]:
     """Only P quantized to NVFP4 (Q, K, V exact), two-level (P̃ ∈ [0, 2688]) vs one-level (P ∈ [0, 1]),
     at each score std of ``stds`` (default ``cfg.twolevel_stds``)."""
@@ -186,7 +190,7 @@ def two_level_rows(
 
 
 def sagebwd_errors(
-    cfg: SageConfig,
+    cfg: SageAttentionReproConfig,
     dist: str,
     seed: int,
     smooth_k: bool = True,
@@ -221,7 +225,7 @@ def sagebwd_errors(
     return {name: attention_error(out[name], ref[name]) for name in ref}
 
 
-def k_smoothing_rows(cfg: SageConfig, seeds: list[int]) -> list[dict[str, Any]]:
+def k_smoothing_rows(cfg: SageAttentionReproConfig, seeds: list[int]) -> list[dict[str, Any]]:
     """INT8 Q·Kᵀ + FP16 P·V on ``outlier``, per seed: rel-L1 without / with K smoothing at per-thread
     Q/K granularity (the default) and per block (the Triton path's), and max|Q|."""
     rows = []
@@ -241,7 +245,7 @@ def k_smoothing_rows(cfg: SageConfig, seeds: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
-def triton_check(cfg: SageConfig, seed: int) -> list[dict[str, Any]]:
+def triton_check(cfg: SageAttentionReproConfig, seed: int) -> list[dict[str, Any]]:
     """Triton kernels (interpreted on CPU) vs the PyTorch reference of the same scheme, ragged N."""
     rows = []
     q, k, v = make_qkv("gauss", cfg, seed, heads=cfg.triton_heads, seq=cfg.triton_seq)
@@ -320,7 +324,7 @@ _SAGEBWD_XFAIL = {
 }
 
 
-def run(mode: Mode = "quick", seed: int = 0, cfg: SageConfig | None = None) -> Result:
+def run(mode: Mode = "quick", seed: int = 0, cfg: SageAttentionReproConfig | None = None) -> Result:
     """Run the reproduction.
 
     Kernel-accuracy checks at ``seed`` (quick) or seeds seed..seed+2 (full); the INT8 K-smoothing
@@ -328,10 +332,16 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: SageConfig | None = None) -> R
     recipe the threshold applies to, ``specs/claims.md``) over 2 (quick) or 5 (full) seeds; paper
     claims (NVFP4 vs MXFP4, two-level P, SageBwd with the spec's Student-t(3) Q) over 2 / 5 seeds.
     """
+    with threads(1):  # one torch thread: faster here, and the numbers do not depend on the machine
+        return _run(mode, seed, cfg)
+
+
+def _run(mode: Mode, seed: int, cfg: SageAttentionReproConfig | None) -> Result:
     check_choice("mode", mode, ("quick", "full"))
-    torch.set_num_threads(1)
     # quick mode interprets the Triton kernels on one head (half the time)
-    cfg = cfg or (SageConfig() if mode == "full" else SageConfig(triton_heads=1))
+    cfg = cfg or (
+        SageAttentionReproConfig() if mode == "full" else SageAttentionReproConfig(triton_heads=1)
+    )
     seeds = [seed] if mode == "quick" else [seed, seed + 1, seed + 2]
     pseeds = claim_seeds(mode, seed, quick=2, full=5)
     ks_seeds = [seed, seed + 1, seed + 2]
