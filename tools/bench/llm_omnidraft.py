@@ -27,9 +27,9 @@ from eff_llm.omnidraft import (
 )
 from eff_llm.reproduce.omnidraft import (
     OmniDraftReproConfig,
-    _encode,
     build_pair,
     collect_responses,
+    encode_text,
     hf_uad,
     prompts,
 )
@@ -62,7 +62,7 @@ def main() -> None:
         lr=cfg.distill_lr,
         batch_size=cfg.distill_batch,
     )
-    ids = [_encode(tok_t, t) for t in test]
+    ids = [encode_text(tok_t, t) for t in test]
     n_new = cfg.max_new_tokens * len(ids)
 
     def plain():

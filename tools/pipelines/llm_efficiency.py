@@ -41,20 +41,17 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib
-import inspect
 import json
 import math
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer
 from transformers import (
     AttentionInterface,
     DynamicCache,
@@ -73,6 +70,7 @@ from eff_kernels import (
     quantize_,
     register_transformers,
 )
+from eff_llm.corpus import stdlib_docstrings, train_bpe
 from eff_llm.lrc import LowRankClone, LowRankCloneConfig
 from eff_llm.omnidraft import CrossVocabTranslator, omnidraft_generate
 from eff_llm.watermark import HeavyWaterConfig, HeavyWaterDetector, HeavyWaterLogitsProcessor
@@ -171,7 +169,7 @@ class PipelineConfig:
 
 
 # ---------------------------------------------------------------------------------------------
-# Data: stdlib docstrings and a ByteLevel BPE
+# Data: stdlib docstrings and a ByteLevel BPE (eff_llm.corpus)
 
 
 @dataclass
@@ -182,54 +180,10 @@ class Data:
     chars: int
 
 
-def stdlib_docstrings(modules: tuple[str, ...] = STDLIB_MODULES, min_chars: int = 80) -> list[str]:
-    """Module, class, function and method docstrings (≥ ``min_chars``, de-duplicated, fixed order)."""
-    seen: set[str] = set()
-    out: list[str] = []
-
-    def add(doc: str | None) -> None:
-        if doc and len(doc) >= min_chars and doc not in seen:
-            seen.add(doc)
-            out.append(doc)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name in modules:
-            try:
-                mod = importlib.import_module(name)
-            except ImportError:
-                continue
-            add(inspect.getdoc(mod))
-            for attr, obj in sorted(vars(mod).items()):
-                if attr.startswith("_") or getattr(obj, "__module__", None) != mod.__name__:
-                    continue
-                if inspect.isclass(obj):
-                    add(inspect.getdoc(obj))
-                    for _, meth in sorted(vars(obj).items()):
-                        if inspect.isfunction(meth):
-                            add(inspect.getdoc(meth))
-                elif inspect.isfunction(obj):
-                    add(inspect.getdoc(obj))
-    return out
-
-
-def train_bpe(texts: list[str], vocab_size: int) -> Tokenizer:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-        special_tokens=[],
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    return tok
-
-
 def build_data(cfg: PipelineConfig) -> Data:
-    """The corpus split 90/10 by docstring; the BPE is trained on the training part only."""
-    texts = stdlib_docstrings()
+    """The corpus (the docstrings of :data:`STDLIB_MODULES`) split 90/10 by docstring; the BPE is
+    trained on the training part only."""
+    texts = list(stdlib_docstrings(modules=STDLIB_MODULES))
     cut = round(0.9 * len(texts))
     tok = train_bpe(texts[:cut], cfg.vocab_size)
 

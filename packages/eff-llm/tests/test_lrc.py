@@ -3,9 +3,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from eff_llm._corpus import docstring_lm_data, lm_windows, train_bpe, validation_windows
 from eff_llm._lm_train import TrainConfig, train_lm
 from eff_llm._models import tiny_llama, tiny_qwen2
+from eff_llm.corpus import docstring_lm_data, lm_windows, train_bpe, validation_windows
 from eff_llm.lrc import LowRankClone, LowRankCloneConfig, clone_loss, lrc_trainable_count
 from eff_shared.torch import count_parameters
 

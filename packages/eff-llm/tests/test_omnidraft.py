@@ -9,8 +9,8 @@ import torch
 from scipy import stats
 from tokenizers import Tokenizer, decoders, models
 
-from eff_llm._corpus import corpus_sha256, docstring_lm_data, stdlib_docstrings, train_bpe
 from eff_llm._models import tiny_llama
+from eff_llm.corpus import corpus_sha256, docstring_lm_data, stdlib_docstrings, train_bpe
 from eff_llm.omnidraft import (
     AcceptanceHead,
     CrossVocabTranslator,

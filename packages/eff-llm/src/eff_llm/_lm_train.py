@@ -24,7 +24,7 @@ from torch import nn
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.progress import track
 
-from ._corpus import lm_windows
+from .corpus import lm_windows
 
 __all__ = ["TrainConfig", "TrainLog", "causal_lm_loss", "evaluate_lm", "train_lm"]
 

@@ -10,32 +10,11 @@ from typing import Annotated
 import typer
 
 from eff_shared.cli import domain_app
+from eff_shared.report import parse_csv, print_rows
 
 app = domain_app("eff-llm", torch_report=True)
 
 # --- smore -----------------------------------------------------------------------------------
-
-
-def _adapter_rows_out(title: str, rows: list[dict], json_path: Path | None, extra=None) -> None:
-    """Print ``rows`` (one dict per method) as a table; write them (and ``extra``) as JSON."""
-    import json
-
-    from rich.console import Console
-    from rich.table import Table
-
-    from eff_shared.report import format_value
-
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    table = Table(title=title)
-    for col in columns:
-        table.add_column(col)
-    for row in rows:
-        table.add_row(*(format_value(row.get(c, "")) for c in columns))
-    Console().print(table)
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"rows": rows, **(extra or {})}
-        json_path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
 
 
 @app.command("smore")
@@ -64,7 +43,7 @@ def smore_cmd(
         expert_ranks=(2,) * levels,
     )
     out = experiment(cfg, seed)
-    _adapter_rows_out(
+    print_rows(
         f"eff llm smore: D={dim}, L={levels}, {steps} steps, seed {seed}", out["rows"], json_path
     )
 
@@ -88,12 +67,12 @@ def deft_cmd(
     from eff_llm.reproduce.deft import DeftReproConfig, experiment
 
     out = experiment(DeftReproConfig(rank=rank, adapt_steps=steps), seed)
-    _adapter_rows_out(
+    print_rows(
         f"eff llm deft: rank {rank}, {steps} steps, seed {seed} (base '+' accuracy "
         f"{out['base_acc']:.3f})",
         out["rows"],
         json_path,
-        {"checks": out["checks"]},
+        extra={"checks": out["checks"]},
     )
 
 
@@ -130,9 +109,9 @@ def lorasuite_cmd(
         "old addition": out["old_add"],
         "old LoRA subtraction": out["old_lora_sub"],
     }
-    _adapter_rows_out(f"eff llm lorasuite: seed {seed}", [summary], None)
-    _adapter_rows_out(
-        "subtraction accuracy on the new model", out["rows"], json_path, {"summary": summary}
+    print_rows(f"eff llm lorasuite: seed {seed}", [summary], None)
+    print_rows(
+        "subtraction accuracy on the new model", out["rows"], json_path, extra={"summary": summary}
     )
 
 
@@ -140,8 +119,9 @@ def lorasuite_cmd(
 
 
 def _int_list(text: str, name: str) -> list[int]:
+    """``"8 16 32"`` or ``"8,16,32"`` → ints; a usage error naming the option otherwise."""
     try:
-        return [int(t) for t in text.replace(",", " ").split()]
+        return parse_csv(text.replace(" ", ","), int, name=name)
     except ValueError as exc:
         raise typer.BadParameter(f"expected integers, got {text!r}", param_hint=name) from exc
 
@@ -169,7 +149,7 @@ def prompt_memorization_cmd(
     from eff_llm.prompt_memorization import memorization_sweep
 
     try:
-        inits = [float(t) for t in init_range.replace(",", " ").split()]
+        inits = parse_csv(init_range.replace(" ", ","), float, name="--init-range")
     except ValueError as exc:
         raise typer.BadParameter(
             f"expected numbers, got {init_range!r}", param_hint="--init-range"
@@ -178,7 +158,7 @@ def prompt_memorization_cmd(
         rows = memorization_sweep(
             _int_list(n, "--n"),
             _int_list(grid, "--grid"),
-            structure.replace(",", " ").split(),
+            parse_csv(structure.replace(" ", ","), name="--structure"),
             inits,
             _int_list(seeds, "--seeds"),
             arch=arch,  # type: ignore[arg-type]
@@ -192,7 +172,7 @@ def prompt_memorization_cmd(
         }
         for r in rows
     ]
-    _adapter_rows_out(f"eff llm prompt-memorization ({arch})", shown, json_path)
+    print_rows(f"eff llm prompt-memorization ({arch})", shown, json_path)
 
 
 # --- fedsvd ----------------------------------------------------------------------------------
@@ -431,12 +411,12 @@ def omnidraft_cmd(
         }
         for name, r in out["rows"].items()
     ]
-    _adapter_rows_out(
+    print_rows(
         f"eff llm omnidraft: vocab {t_size} target / {d_size} drafter, k = {k}, "
         f"{prompts} prompts, seed {seed} (τ = tokens per target forward)",
         rows,
         json_path,
-        {"pair": out["pair"], "train_cache_size": out["train_cache_size"]},
+        extra={"pair": out["pair"], "train_cache_size": out["train_cache_size"]},
     )
 
 
@@ -516,12 +496,10 @@ def watermark_cmd(
     from eff_llm.reproduce.watermark import run as run_watermark
 
     allowed = ("kgw", "gumbel", "simplexwater", "heavywater")
-    chosen = [m.strip() for m in methods.split(",") if m.strip()]
-    bad = [m for m in chosen if m not in allowed]
-    if bad or not chosen:
-        raise typer.BadParameter(
-            f"must be a comma list of {list(allowed)}, got {methods!r}", param_hint="--methods"
-        )
+    try:
+        chosen = parse_csv(methods, name="--methods", allowed=allowed)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--methods") from exc
     # The claims compare against KGW and the HeavyWater tilt: always run them.
     run_methods = tuple(
         dict.fromkeys([*chosen, "kgw", "simplexwater", "heavywater", "heavywater_tilt"])
@@ -575,12 +553,12 @@ def lrc_cmd(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     rows = [{"model": name, **r} for name, r in out["rows"].items()]
-    _adapter_rows_out(
+    print_rows(
         f"eff llm lrc: d_S={student_hidden}, {steps} steps, α={clone_weight}, seed {seed} "
         f"(max |Δlogit| merged vs functional {out['checks']['max_logit_diff']:.1e})",
         rows,
         json_path,
-        {"checks": out["checks"], "corpus_sha256": out["sha256"]},
+        extra={"checks": out["checks"], "corpus_sha256": out["sha256"]},
     )
 
 
@@ -625,7 +603,7 @@ def lrc_train_cmd(
 
     acc = Accelerator()
     if corpus:
-        from eff_llm._corpus import docstring_lm_data
+        from eff_llm.corpus import docstring_lm_data
 
         stream = docstring_lm_data(1200).train
         vocab = 1200
@@ -719,7 +697,7 @@ def nemotron_flash_wnorm_cmd(
     for s in range(seed, seed + seeds):
         for name, r in weight_norm_experiment(cfg, s).items():
             rows.append({"seed": s, "run": name, **r})
-    _adapter_rows_out(f"eff llm nemotron-flash wnorm: {family}, {steps} steps", rows, json_path)
+    print_rows(f"eff llm nemotron-flash wnorm: {family}, {steps} steps", rows, json_path)
 
 
 @nemotron_flash_app.command("search")
@@ -755,7 +733,7 @@ def nemotron_flash_search_cmd(
         }
         for name, r in (("aging evolution", ae), ("random search", rs))
     ]
-    _adapter_rows_out(f"eff llm nemotron-flash search: budget {budget_ms} ms", rows, json_path)
+    print_rows(f"eff llm nemotron-flash search: budget {budget_ms} ms", rows, json_path)
 
 
 @nemotron_flash_app.command("lut")
@@ -779,7 +757,7 @@ def nemotron_flash_lut_cmd(
     )
     rows = [{"operator": o, "hidden": h, "ms/token": t} for (o, h), t in sorted(lut.table.items())]
     rows += [{"operator": "overhead", "hidden": h, "ms/token": t} for h, t in lut.overhead.items()]
-    _adapter_rows_out(f"eff llm nemotron-flash lut ({lut.device})", rows, json_path)
+    print_rows(f"eff llm nemotron-flash lut ({lut.device})", rows, json_path)
 
 
 # --- gain_rl ---------------------------------------------------------------------------------
@@ -828,4 +806,4 @@ def gain_rl_cmd(
                     "seconds": out[name]["seconds"],
                 }
             )
-    _adapter_rows_out(f"eff llm gain-rl: {task}, ≤ {steps} steps", rows, json_path)
+    print_rows(f"eff llm gain-rl: {task}, ≤ {steps} steps", rows, json_path)

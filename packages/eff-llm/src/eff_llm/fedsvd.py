@@ -43,6 +43,7 @@ __all__ = [
     "FedSVDAggregator",
     "account_epsilon",
     "calibrate_noise",
+    "check_optimizer",
     "dp_sgd_local_train",
     "load_lora_state",
     "lora_state",
@@ -255,7 +256,10 @@ _OPTIMIZERS = ("sgd", "adam", "adamw")
 _OptimizerSpec = Literal["sgd", "adam", "adamw"] | Callable[[list[Tensor]], torch.optim.Optimizer]
 
 
-def _check_optimizer(optimizer: Any) -> None:
+def check_optimizer(optimizer: Any) -> None:
+    """Validate a clients' optimizer: one of the names ``"sgd"``, ``"adam"``, ``"adamw"`` or a
+    factory ``params -> torch.optim.Optimizer`` (``ValueError`` for an unknown name, ``TypeError``
+    for anything else)."""
     if isinstance(optimizer, str):
         if optimizer not in _OPTIMIZERS:
             raise ValueError(
@@ -312,7 +316,7 @@ def dp_sgd_local_train(
         raise ValueError(f"max_grad_norm must be > 0, got {max_grad_norm!r}")
     if sigma < 0 or not math.isfinite(sigma):
         raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
-    _check_optimizer(optimizer)
+    check_optimizer(optimizer)
     x, y = data
     n = x.shape[0]
     q = min(1.0, batch_size / n)
@@ -369,7 +373,7 @@ def make_dp_lora_client(
     (see :func:`dp_sgd_local_train`)."""
     if mode not in ("fedsvd", "ffa", "fedavg"):
         raise ValueError(f"mode must be one of ['fedsvd', 'ffa', 'fedavg'], got {mode!r}")
-    _check_optimizer(optimizer)
+    check_optimizer(optimizer)
     which = "AB" if mode == "fedavg" else "B"
     trainable = [n for n, _ in model.named_parameters() if any(f"lora_{w}" in n for w in which)]
 

@@ -65,6 +65,7 @@ __all__ = [
     "heavywater_conditional",
     "heavywater_scores",
     "kgw_greenlists",
+    "parity",
     "simplex_bits",
     "simplexwater_conditional",
     "sinkhorn",
@@ -359,7 +360,7 @@ def simplex_bits(vocab_size: int) -> int:
     return max(1, math.ceil(math.log2(vocab_size)))
 
 
-def _parity(x: torch.Tensor) -> torch.Tensor:
+def parity(x: torch.Tensor) -> torch.Tensor:
     """popcount(x) mod 2 for non-negative int64 tensors."""
     x = x.clone()
     p = torch.zeros_like(x)
@@ -370,7 +371,7 @@ def _parity(x: torch.Tensor) -> torch.Tensor:
 
 
 def _simplex_f(ids: torch.Tensor, s_values: torch.Tensor) -> torch.Tensor:
-    return _parity(ids.unsqueeze(-1) & s_values)
+    return parity(ids.unsqueeze(-1) & s_values)
 
 
 def heavywater_conditional(
@@ -716,7 +717,7 @@ class SimplexWaterDetector(_OTDetector):
         return _side_info(seeds, 2**self.n_bits - 1, offset=1)
 
     def _z(self, x, s):
-        f = _parity(x & s).sum()
+        f = parity(x & s).sum()
         t = len(x)
         return float((f - t / 2) / math.sqrt(t / 4)), float(f)
 

@@ -39,9 +39,9 @@ from eff_llm.fedsvd import (
     FedAvgLoRAAggregator,
     FedSVDAggregator,
     FFALoRAAggregator,
-    _check_optimizer,
     account_epsilon,
     calibrate_noise,
+    check_optimizer,
     make_dp_lora_client,
     per_sample_clipped_grad_sum,
     svd_refactor,
@@ -84,7 +84,7 @@ class FedSVDReproConfig:
     optimizer: Any = "sgd"
 
     def __post_init__(self) -> None:
-        _check_optimizer(self.optimizer)
+        check_optimizer(self.optimizer)
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name != "optimizer":

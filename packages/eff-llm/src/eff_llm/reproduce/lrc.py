@@ -36,8 +36,8 @@ from eff_shared.errors import check_choice, check_positive, check_type
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.torch import count_parameters, seeded, threads
 
-from .._corpus import docstring_lm_data, validation_windows
 from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, train_lm
+from ..corpus import docstring_lm_data, validation_windows
 from ..lrc import LowRankClone, LowRankCloneConfig, lrc_trainable_count
 
 __all__ = [

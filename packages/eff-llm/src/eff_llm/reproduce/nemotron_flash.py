@@ -53,9 +53,9 @@ from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Mode, Result, paper_claim
 from eff_shared.torch import count_parameters, seeded, threads
 
-from .._corpus import docstring_lm_data, validation_windows
 from .._lm_train import TrainConfig, causal_lm_loss, evaluate_lm, train_lm
 from .._models import tiny_llama
+from ..corpus import docstring_lm_data, validation_windows
 from ..nemotron_flash import (
     DELTANET_MODULES,
     HYBRID_CASE1,

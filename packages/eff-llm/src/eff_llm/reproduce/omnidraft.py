@@ -40,16 +40,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from eff_llm._corpus import (
+from eff_llm._lm_train import TrainConfig, evaluate_lm
+from eff_llm._lm_train import train_lm as _train_loop
+from eff_llm._models import tiny_llama
+from eff_llm.corpus import (
     LMData,
     docstring_lm_data,
     stdlib_docstrings,
     tokenized_lm_data,
     validation_windows,
 )
-from eff_llm._lm_train import TrainConfig, evaluate_lm
-from eff_llm._lm_train import train_lm as _train_loop
-from eff_llm._models import tiny_llama
 from eff_llm.omnidraft import (
     CrossVocabTranslator,
     HybridDistillationLoss,
@@ -66,6 +66,7 @@ __all__ = [
     "OmniDraftReproConfig",
     "build_pair",
     "corpus_data",
+    "encode_text",
     "evaluate",
     "hf_tokenizer",
     "hf_uad",
@@ -319,7 +320,8 @@ def prompts(n: int, split: str, chars: int, seed: int = 0) -> list[str]:
     return out
 
 
-def _encode(tok, text: str) -> torch.Tensor:
+def encode_text(tok, text: str) -> torch.Tensor:
+    """``text`` as a ``(1, n)`` tensor of ``tok``'s ids (no special tokens)."""
     return torch.tensor([tok.encode(text, add_special_tokens=False)])
 
 
@@ -327,7 +329,7 @@ def _encode(tok, text: str) -> torch.Tensor:
 def greedy_references(target, tok_t, texts: list[str], max_new_tokens: int) -> list[torch.Tensor]:
     """The target's own greedy outputs (``generate``, one token per forward)."""
     return [
-        target.generate(_encode(tok_t, t), max_new_tokens=max_new_tokens, do_sample=False)
+        target.generate(encode_text(tok_t, t), max_new_tokens=max_new_tokens, do_sample=False)
         for t in texts
     ]
 
@@ -347,7 +349,7 @@ def evaluate(
     the cache is neither filled nor used): τ, acceptance, exact match."""
     tot = {"new": 0, "fwd": 0, "acc": 0, "prop": 0, "hits": 0, "exact": 0}
     for text, ref in zip(texts, refs, strict=True):
-        ids = _encode(tok_t, text)
+        ids = encode_text(tok_t, text)
         d = OracleDrafter(translator.target.to_bytes(ref[0].tolist())) if oracle else drafter
         out = omnidraft_generate(
             target,
@@ -386,7 +388,7 @@ def hf_uad(target, drafter, tok_t, tok_d, texts, refs, cfg: OmniDraftReproConfig
     new, exact = 0, 0
     try:
         for text, ref in zip(texts, refs, strict=True):
-            ids = _encode(tok_t, text)
+            ids = encode_text(tok_t, text)
             out = target.generate(
                 ids,
                 max_new_tokens=cfg.max_new_tokens,
@@ -406,7 +408,7 @@ def collect_responses(target, drafter, translator, tok_t, texts, cfg) -> list[tu
     """SD responses of the training prompts (this also fills the online cache)."""
     out = []
     for text in texts:
-        ids = _encode(tok_t, text)
+        ids = encode_text(tok_t, text)
         res = omnidraft_generate(
             target,
             drafter,

@@ -35,11 +35,11 @@ from eff_llm.watermark import (
     HeavyWaterDetector,
     SimplexWaterConfig,
     SimplexWaterDetector,
-    _parity,
     gumbel_choice,
     heavywater_conditional,
     heavywater_scores,
     kgw_greenlists,
+    parity,
     simplex_bits,
     simplexwater_conditional,
     top_p_support,
@@ -214,7 +214,7 @@ def simulate(method: str, logits: torch.Tensor, cfg: WatermarkReproConfig, seed:
             score = (-torch.log1p(-r_x)).sum(-1).numpy()  # Gamma(T, 1) under H0
             return (score - t_len) / math.sqrt(t_len)
         if method == "simplexwater":
-            f = _parity(tok & sides).sum(-1).double().numpy()
+            f = parity(tok & sides).sum(-1).double().numpy()
             return (f - t_len / 2) / math.sqrt(t_len / 4)
         return (table[tok, sides].sum(-1) / math.sqrt(t_len)).numpy()
 

@@ -1,11 +1,12 @@
-"""Offline text corpus and BPE tokenizers for the language-modelling reproductions (nothing downloaded).
+"""Offline text corpus and BPE tokenizers for the language-modelling reproductions and pipelines
+(nothing downloaded).
 
 The spec's corpus: docstrings of ~90 Python standard-library modules gathered with :mod:`inspect`
 (module, class, function and method docstrings, de-duplicated, in a fixed order), about 345 KB of
 English technical prose. Docstrings depend on the Python version, so reproductions report
 :func:`corpus_sha256` and their thresholds carry margin.
 
-- :func:`stdlib_docstrings` — the docstrings (cached);
+- :func:`stdlib_docstrings` — the docstrings (cached; of :data:`STDLIB_MODULES` or of other modules);
 - :func:`train_bpe` — a ByteLevel BPE ``tokenizers.Tokenizer`` trained with ``BpeTrainer`` (deterministic);
 - :func:`docstring_lm_data` — the corpus tokenized with a BPE of a given vocabulary size, split 90/10 by
   position into train/validation token streams (cached per vocabulary size);
@@ -56,10 +57,15 @@ STDLIB_MODULES: tuple[str, ...] = (
 )  # fmt: skip
 
 
-@lru_cache(maxsize=1)
-def stdlib_docstrings(min_chars: int = 80) -> tuple[str, ...]:
-    """Docstrings (≥ ``min_chars`` characters, first occurrence kept) of :data:`STDLIB_MODULES`."""
+@lru_cache(maxsize=4)
+def stdlib_docstrings(
+    min_chars: int = 80, modules: tuple[str, ...] = STDLIB_MODULES
+) -> tuple[str, ...]:
+    """Module, class, function and method docstrings (≥ ``min_chars`` characters, first occurrence
+    kept, sorted by name within each module) of ``modules`` (default :data:`STDLIB_MODULES`)."""
     check_positive("min_chars", min_chars, integer=True)
+    if isinstance(modules, str) or not all(isinstance(m, str) for m in modules):
+        raise TypeError(f"modules must be a tuple of module names, got {modules!r}")
     seen: set[str] = set()
     out: list[str] = []
 
@@ -70,7 +76,7 @@ def stdlib_docstrings(min_chars: int = 80) -> tuple[str, ...]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a few modules warn on import or attribute access
-        for name in STDLIB_MODULES:
+        for name in modules:
             try:
                 mod = importlib.import_module(name)
             except ImportError:  # a minimal Python build may lack one; the hash records it
