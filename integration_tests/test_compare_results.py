@@ -46,6 +46,18 @@ def test_timing_differences_are_ignored_and_number_changes_are_not(tmp_path, cap
     r["elapsed_s"], r["metrics"]["cpu_s"], r["metrics"]["per_seed"]["0"]["wall_s"] = 9.0, 7.0, 5.0
     r["table"][0]["CPU s/epoch"], r["table"][0]["MP/s"] = 0.9, 4.0
     r["notes"] = ["took 3.1 s; gain 0.150"]
+    timing = {
+        "ms_per_iteration[kuhn]": 0.2,
+        "ppr_build_s_target": 3.9,
+        "s per run": 3.4,
+        "ms/q": 21.0,
+    }
+    a["results"][0]["metrics"].update(timing)
+    r["metrics"].update({k: 2 * v for k, v in timing.items()})
+    slowest = {"text": "slowest case", "kind": "check", "values": [], "seeds": [], "measured": 0.03,
+               "threshold": 5.0, "op": "<=", "unit": "s", "verdict": "pass"}  # fmt: skip
+    a["results"][0]["claims"].append(slowest)
+    r["claims"].append(dict(slowest, measured=0.11))  # a duration claim: its value is a timing
     before, after = _write(tmp_path, "a.json", a), _write(tmp_path, "b.json", b)
     assert tool.main([str(before), str(after)]) == 0
     assert "1/1 identical" in capsys.readouterr().out
@@ -56,6 +68,8 @@ def test_timing_differences_are_ignored_and_number_changes_are_not(tmp_path, cap
         lambda r: r["table"][0].__setitem__("PSNR", 30.5),
         lambda r: r["notes"].__setitem__(0, "took 3.1 s; gain 0.151"),
         lambda r: r["claims"].append(dict(r["claims"][0], text="new")),
+        lambda r: r["claims"][1].__setitem__("verdict", "FAIL"),  # the duration claim's verdict
+        lambda r: r["metrics"].__setitem__("build_size_target", 1.0),  # not a timing key
     ):
         c = copy.deepcopy(b)
         change(c["results"][0])

@@ -10,10 +10,12 @@ reproductions at the same seeds before and after and comparing the two JSON file
     uv run tools/compare_results.py before.json after.json
 
 Every claim must be equal field for field (text, kind, per-seed values, measured value, threshold,
-operator, expected verdict, verdict). Metrics, tables, series and notes must be equal too, except
+operator, expected verdict, verdict; a claim whose unit is a duration, e.g. "slowest case <= 5 s",
+all but its measured values). Metrics, tables, series and notes must be equal too, except
 for values whose key (or table column) names a duration or a rate — ``elapsed_s``, ``cpu_s``,
-``wall_s``, ``seconds``, ``CPU s/epoch``, ``MP/s``, ``time`` … — and numbers printed inside notes
-after "s" units; ``--ignore REGEX`` adds patterns. Reproductions present in only one file are
+``wall_s``, ``seconds``, ``CPU s/epoch``, ``MP/s``, ``time``, ``ms_per_iteration``, ``build_s_target``,
+``s per run``, ``ms/q`` … — and numbers printed inside notes after "s" units; ``--ignore REGEX`` adds
+patterns. Reproductions present in only one file are
 listed. Exit status 0 when everything compared is identical, 1 otherwise.
 """
 
@@ -30,9 +32,12 @@ from typing import Any
 #: keys whose values are durations or rates: never compared
 TIMING = re.compile(
     r"(^|[\s_/(-])(elapsed|wall|cpu|seconds?|secs?|time|timing|runtime|latency|throughput)"
-    r"($|[\s_/)-])|(^|[\s_])(s|ms|us)$|_(s|ms|us)$|\bs/|/s\b|per[ _]s(ec(ond)?)?\b|mp/s|it/s",
+    r"($|[\s_/)-])|(^|[\s_])(s|ms|us)$|_(s|ms|us)(_|$)|\b(s|ms|us)/|/s\b"
+    r"|(^|[\s_])(s|ms|us)[\s_]per([\s_]|$)|per[ _]s(ec(ond)?)?\b|mp/s|it/s",
     re.IGNORECASE,
 )
+#: claim units that are durations: such a claim's measured values are timings
+TIME_UNITS = frozenset({"s", "ms", "us", "µs", "min", "h"})
 #: durations inside free text (notes): "12.3 s", "4 min", "0.5 ms"
 _TEXT_TIMING = re.compile(r"\d+(\.\d+)?\s*(s|ms|min|h)\b")
 CLAIM_FIELDS = ("text", "kind", "values", "seeds", "measured", "threshold", "op", "statistic",
@@ -84,7 +89,10 @@ def compare(before: dict, after: dict, ignore: list[re.Pattern[str]]) -> dict[st
             out.append(f"claims: texts differ ({len(ca)} -> {len(cb)} claims)")
         else:
             for i, (x, y) in enumerate(zip(ca, cb, strict=True)):
+                timing = x.get("unit") in TIME_UNITS and y.get("unit") in TIME_UNITS
                 for f in CLAIM_FIELDS:
+                    if timing and f in ("values", "measured"):
+                        continue
                     if not _same(x.get(f), y.get(f)):
                         out.append(
                             f"claims[{i}] {x['text'][:60]!r} {f}: {x.get(f)!r} -> {y.get(f)!r}"
