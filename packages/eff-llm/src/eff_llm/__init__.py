@@ -1,101 +1,150 @@
-"""eff-llm: Adapters, decoding, federated fine-tuning and training methods on Hugging Face models (S'MoRE, DEFT, LoRASuite, FedSVD, YOCO, OmniDraft, SVDecode, HeavyWater/SimplexWater, LRC, Nemotron-Flash, GAIN-RL, prompt-tuning memorization)."""
+"""eff-llm: Adapters, decoding, federated fine-tuning and training methods on Hugging Face models (S'MoRE, DEFT, LoRASuite, FedSVD, YOCO, OmniDraft, SVDecode, HeavyWater/SimplexWater, LRC, Nemotron-Flash, GAIN-RL, prompt-tuning memorization).
 
+One module per method (``eff_llm.<method>``; OmniDraft and Nemotron-Flash are subpackages), its
+reproduction in ``eff_llm.reproduce.<method>``, the offline docstring corpus and BPE in
+:mod:`eff_llm.corpus`, the command line in :mod:`eff_llm.cli` (``eff llm ...``). The names below
+are each method's public API, imported on first use (PEP 562) so that ``import eff_llm`` does not
+load torch, transformers or peft; every other public name is imported from its module.
+"""
+
+from __future__ import annotations
+
+import importlib
 from importlib.metadata import version as _version
+from typing import Any
 
 __version__ = _version("eff-llm")
 
-import importlib
-from typing import Any
-
-# Public names imported on first use (PEP 562), so ``import eff_llm`` does not load torch,
-# transformers or peft: {name: module}.
-_LAZY: dict[str, str] = {
+# Public names by module: ``from eff_llm.<module> import <name>``, done on first access.
+_EXPORTS: dict[str, tuple[str, ...]] = {
     # S'MoRE and its MoLoRA baseline
-    "SMoREConfig": "eff_llm.smore",
-    "SMoREModel": "eff_llm.smore",
-    "SMoRELinear": "eff_llm.smore",
-    "get_smore_model": "eff_llm.smore",
-    "smore_parameter_count": "eff_llm.smore",
-    "MoLoRAConfig": "eff_llm.smore",
-    "get_molora_model": "eff_llm.smore",
-    "HierarchicalRegression": "eff_llm.smore",
-    "hierarchical_regression": "eff_llm.smore",
+    "smore": (
+        "SMoREConfig",
+        "SMoREModel",
+        "SMoRELinear",
+        "get_smore_model",
+        "smore_parameter_count",
+        "MoLoRAConfig",
+        "get_molora_model",
+        "HierarchicalRegression",
+        "hierarchical_regression",
+    ),
     # DEFT (peft's implementation, checked against the paper)
-    "DeftConfig": "eff_llm.deft",
-    "get_deft_model": "eff_llm.deft",
-    "deft_delta": "eff_llm.deft",
-    "identity_rounding_bound": "eff_llm.deft",
-    "init_identity_ratio": "eff_llm.deft",
-    # LoRASuite
-    "LoRASuiteConfig": "eff_llm.lorasuite",
-    "TransferReport": "eff_llm.lorasuite",
-    "transfer_lora": "eff_llm.lorasuite",
-    "embedding_transfer_matrix": "eff_llm.lorasuite",
-    "linear_cka": "eff_llm.lorasuite",
-    "monotone_layer_alignment": "eff_llm.lorasuite",
-    "head_alignment": "eff_llm.lorasuite",
-    "prepare_lft_model": "eff_llm.lorasuite",
-    "derive_updated_model": "eff_llm.lorasuite",
-    # prompt-tuning memorization
-    "SoftPromptClassifier": "eff_llm.prompt_memorization",
-    "fit_prompt": "eff_llm.prompt_memorization",
-    "make_memorization_dataset": "eff_llm.prompt_memorization",
-    "make_random_backbone": "eff_llm.prompt_memorization",
-    "memorization_sweep": "eff_llm.prompt_memorization",
-    "min_prompt_length": "eff_llm.prompt_memorization",
+    "deft": (
+        "DeftConfig",
+        "get_deft_model",
+        "deft_delta",
+        "identity_rounding_bound",
+        "init_identity_ratio",
+    ),
+    "lorasuite": (
+        "LoRASuiteConfig",
+        "TransferReport",
+        "transfer_lora",
+        "embedding_transfer_matrix",
+        "linear_cka",
+        "monotone_layer_alignment",
+        "head_alignment",
+        "prepare_lft_model",
+        "derive_updated_model",
+    ),
+    "prompt_memorization": (
+        "SoftPromptClassifier",
+        "fit_prompt",
+        "make_memorization_dataset",
+        "make_random_backbone",
+        "memorization_sweep",
+        "min_prompt_length",
+    ),
+    # FedSVD (and its FFA-LoRA / FedAvg-LoRA baselines) and YOCO: federated LoRA
+    "fedsvd": (
+        "DPConfig",
+        "FedSVDAggregator",
+        "FFALoRAAggregator",
+        "FedAvgLoRAAggregator",
+        "make_dp_lora_client",
+    ),
+    "yoco": (
+        "YOCOAggregator",
+        "YOCOConfig",
+        "make_yoco_client",
+    ),
     # OmniDraft (cross-vocabulary speculative decoding)
-    "AcceptanceHead": "eff_llm.omnidraft",
-    "CrossVocabTranslator": "eff_llm.omnidraft",
-    "HybridDistillationLoss": "eff_llm.omnidraft",
-    "NGramCache": "eff_llm.omnidraft",
-    "OnlineDistiller": "eff_llm.omnidraft",
-    "OracleDrafter": "eff_llm.omnidraft",
-    "SpeculativeOutput": "eff_llm.omnidraft",
-    "distill_drafter": "eff_llm.omnidraft",
-    "omnidraft_decoding_loop": "eff_llm.omnidraft",
-    "omnidraft_generate": "eff_llm.omnidraft",
+    "omnidraft": (
+        "AcceptanceHead",
+        "CrossVocabTranslator",
+        "HybridDistillationLoss",
+        "NGramCache",
+        "OnlineDistiller",
+        "OracleDrafter",
+        "SpeculativeOutput",
+        "distill_drafter",
+        "omnidraft_decoding_loop",
+        "omnidraft_generate",
+    ),
     # SVDecode (steering-vector decoding)
-    "SVDecodeLogitsProcessor": "eff_llm.svdecode",
-    "calibrate_mu": "eff_llm.svdecode",
-    "steering_vector": "eff_llm.svdecode",
-    "svdecode_logprobs": "eff_llm.svdecode",
-    "warm_start": "eff_llm.svdecode",
+    "svdecode": (
+        "SVDecodeLogitsProcessor",
+        "calibrate_mu",
+        "steering_vector",
+        "svdecode_logprobs",
+        "warm_start",
+    ),
+    # HeavyWater / SimplexWater watermarks
+    "watermark": (
+        "HeavyWaterConfig",
+        "HeavyWaterDetector",
+        "HeavyWaterLogitsProcessor",
+        "SimplexWaterConfig",
+        "SimplexWaterDetector",
+        "SimplexWaterLogitsProcessor",
+    ),
     # LRC (Low-Rank Clone)
-    "LowRankClone": "eff_llm.lrc",
-    "LowRankCloneConfig": "eff_llm.lrc",
-    "LRCOutput": "eff_llm.lrc",
-    "clone_loss": "eff_llm.lrc",
-    "lrc_trainable_count": "eff_llm.lrc",
-    # Nemotron-Flash
-    "apply_weight_norm_": "eff_llm.nemotron_flash",
-    "WeightNormProjector": "eff_llm.nemotron_flash",
-    "HybridSLMConfig": "eff_llm.nemotron_flash",
-    "HybridSLM": "eff_llm.nemotron_flash",
-    "hybrid_param_count": "eff_llm.nemotron_flash",
-    "LatencyLUT": "eff_llm.nemotron_flash",
-    "HybridArch": "eff_llm.nemotron_flash",
-    "SearchSpace": "eff_llm.nemotron_flash",
-    "StageSpec": "eff_llm.nemotron_flash",
-    "aging_evolution": "eff_llm.nemotron_flash",
-    "random_search": "eff_llm.nemotron_flash",
-    "fit_depth_width_law": "eff_llm.nemotron_flash",
-    # GAIN-RL
-    "angle_concentration": "eff_llm.gain_rl",
-    "collect_angle_signal": "eff_llm.gain_rl",
-    "angle_order": "eff_llm.gain_rl",
-    "GaussianCurriculumSampler": "eff_llm.gain_rl",
-    "GRPOLite": "eff_llm.gain_rl",
-    "grpo_train": "eff_llm.gain_rl",
-    "GainRLCallback": "eff_llm.gain_rl",
-    "curriculum_trainer": "eff_llm.gain_rl",
+    "lrc": (
+        "LowRankClone",
+        "LowRankCloneConfig",
+        "LRCOutput",
+        "clone_loss",
+        "lrc_trainable_count",
+    ),
+    "nemotron_flash": (
+        "apply_weight_norm_",
+        "WeightNormProjector",
+        "HybridSLMConfig",
+        "HybridSLM",
+        "hybrid_param_count",
+        "LatencyLUT",
+        "HybridArch",
+        "SearchSpace",
+        "StageSpec",
+        "aging_evolution",
+        "random_search",
+        "fit_depth_width_law",
+    ),
+    "gain_rl": (
+        "angle_concentration",
+        "collect_angle_signal",
+        "angle_order",
+        "GaussianCurriculumSampler",
+        "GRPOLite",
+        "grpo_train",
+        "GainRLCallback",
+        "curriculum_trainer",
+    ),
 }
 
-__all__: list[str] = sorted(_LAZY)
+_MODULE_OF = {name: f"eff_llm.{module}" for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _MODULE_OF:
+        value = getattr(importlib.import_module(_MODULE_OF[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'eff_llm' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
