@@ -5,55 +5,28 @@ imports of heavy modules inside the command functions so `eff --help` stays fast
 pins torch/BLAS to one thread, takes ``--seed`` and ``--json PATH`` and prints a table.
 """
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from threadpoolctl import threadpool_limits
 
 from eff_shared.cli import domain_app
+from eff_shared.report import parse_csv, print_rows
 
 app = domain_app("eff-vision", torch_report=True)
 
 # --- shared helpers ----------------------------------------------------------------------------
 
 
-def _pin_threads() -> None:
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    torch.set_num_threads(1)
-    threadpool_limits(1)
-
-
-def _print_rows(title: str, rows: list[dict], json_path: Path | None, extra=None) -> None:
-    """Print ``rows`` (one dict per method) as a table; write them (and ``extra``) as JSON."""
-    import json
-    import sys
-
-    from rich.console import Console
-    from rich.table import Table
-
-    from eff_shared.report import format_value
-
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    table = Table(title=title)
-    for col in columns:
-        table.add_column(col)
-    for row in rows:
-        table.add_row(*(format_value(row.get(c, "")) for c in columns))
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"rows": rows, **(extra or {})}
-        json_path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-
-
-def _split(text: str, allowed: tuple[str, ...], name: str) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [t for t in items if t not in allowed]
-    if bad or not items:
-        raise typer.BadParameter(f"choose from {', '.join(allowed)}; got {text!r}", param_hint=name)
-    return items
+def _csv(text: str, allowed: Sequence[str], option: str) -> list[str]:
+    """A comma-separated option as a list of ``allowed`` values; a bad or missing value is a usage
+    error naming the option."""
+    try:
+        return parse_csv(text, name=option, allowed=allowed)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the rows as JSON.")]
@@ -78,10 +51,13 @@ def tensor_compress_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """Data-informed (Σ) vs Frobenius Tucker-2 / CPD of a digits CNN's c2 and c3, no fine-tuning."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.tensor_compress import TensorCompressConfig, experiment
 
-    methods = _split(method, ("tucker2", "cp"), "--method")
+    methods = _csv(method, ("tucker2", "cp"), "--method")
     out = experiment(TensorCompressConfig(ratio=ratio, epochs=epochs), seed)
     keep = {"tucker2": "Tucker", "cp": "CPD"}
     rows = [
@@ -89,11 +65,11 @@ def tensor_compress_cmd(
         for r in out["rows"]
         if r["method"] == "original" or any(r["method"].startswith(keep[m]) for m in methods)
     ]
-    _print_rows(
+    print_rows(
         f"eff vision tensor-compress: ratio {ratio}, seed {seed} (Σ: uncentred second moment)",
         rows,
         json_path,
-        {"ranks": out["ranks"], "original_accuracy": out["orig_acc"]},
+        extra={"ranks": out["ranks"], "original_accuracy": out["orig_acc"]},
     )
 
 
@@ -126,11 +102,14 @@ def fingerprint_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """Frequency-component fingerprint (our construction) vs a naive weight watermark under attacks."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.fingerprint import PADDING_MODES, invariant_basis
     from eff_vision.reproduce.fingerprint import ATTACKS, FingerprintReproConfig, experiment
 
-    kinds = tuple(_split(attack, ATTACKS, "--attack"))
+    kinds = tuple(_csv(attack, ATTACKS, "--attack"))
     if padding_mode not in PADDING_MODES:
         raise typer.BadParameter(
             f"must be one of {', '.join(PADDING_MODES)}", param_hint="--padding-mode"
@@ -170,7 +149,7 @@ def fingerprint_cmd(
                 {"attack": kind, "accuracy": a["acc"], "BER fingerprint": a["ber"],
                  "rel. change": change, "BER naive": a["ber_naive"]}
             )  # fmt: skip
-    _print_rows(f"eff vision fingerprint: {bits} bits, seed {seed}", rows, json_path)
+    print_rows(f"eff vision fingerprint: {bits} bits, seed {seed}", rows, json_path)
 
 
 # --- lasq --------------------------------------------------------------------------------------
@@ -226,7 +205,10 @@ def lasq_cmd(
 ) -> None:
     """LASQ prior vs auto gamma, CLAHE, HE, gamma + CLAHE and MSRCR on synthetic low light; or
     enhance one file (``--input low.png -o out.png``)."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     import time
 
     if input_path is not None:
@@ -240,19 +222,19 @@ def lasq_cmd(
         _write_rgb(output, out)
         rows = [{"input": str(input_path), "output": str(output), "size": f"{img.shape[0]}×{img.shape[1]}",
                  "regions": regions, "s": time.perf_counter() - t0}]  # fmt: skip
-        _print_rows("eff vision lasq (one file)", rows, json_path)
+        print_rows("eff vision lasq (one file)", rows, json_path)
         return
     from eff_vision.data.images import BUNDLED_IMAGES
     from eff_vision.reproduce.lasq import LASQReproConfig, experiment
 
-    names = tuple(_split(images, BUNDLED_IMAGES, "--images"))
+    names = tuple(_csv(images, BUNDLED_IMAGES, "--images"))
     if regions == 0:
         raise typer.BadParameter("the comparison needs --regions >= 1", param_hint="--regions")
     cfg = LASQReproConfig(
         images=names, max_side=max_side, alpha=alpha, gamma=gamma, sigma=sigma, regions=regions
     )
     out = experiment(cfg, seed)
-    _print_rows(
+    print_rows(
         f"eff vision lasq: α={alpha}, γ={gamma}, σ={sigma}, seed {seed} ({len(names)} images)",
         out["rows"],
         json_path,
@@ -292,7 +274,10 @@ def panlut_cmd(
     """Pan-LUT vs EXP, Brovey, IHS, GSA and PNN-lite under the synthetic Wald protocol; or sharpen
     ``--ms``/``--pan`` .npy files with a saved model (tiled, memory-mapped: any size; pass the
     ``--ratio`` and ``--consistency`` it was trained with)."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     import time
 
     import numpy as np
@@ -319,7 +304,7 @@ def panlut_cmd(
         dt = time.perf_counter() - t0
         rows = [{"output": str(output), "size": f"{shape[0]}×{shape[1]}", "tile": tile, "s": dt,
                  "MP/s": shape[0] * shape[1] / 1e6 / dt}]  # fmt: skip
-        _print_rows("eff vision panlut (sharpen)", rows, json_path)
+        print_rows("eff vision panlut (sharpen)", rows, json_path)
         return
     res = experiment(
         PanLUTReproConfig(steps=steps, ratio=ratio, consistency_variant=consistency), seed
@@ -327,7 +312,7 @@ def panlut_cmd(
     if save_model is not None:
         save_model.parent.mkdir(parents=True, exist_ok=True)
         torch.save(res["lut_consistency" if consistency else "lut"].state_dict(), save_model)
-    _print_rows(
+    print_rows(
         f"eff vision panlut: {steps} steps, ratio {ratio}, seed {seed} (test: coffee, chelsea)",
         res["rows"],
         json_path,
@@ -348,12 +333,15 @@ def rankmatch_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """RankMatch (reconstruction) vs KL pseudo-labels and supervised-only: the six LDL metrics."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.rankmatch import RankMatchReproConfig, experiment
 
     cfg = RankMatchReproConfig(n_labeled=labeled, n_unlabeled=unlabeled, steps=steps)
     out = experiment(cfg, seed)
-    _print_rows(
+    print_rows(
         f"eff vision rankmatch: {labeled} labels, {steps} steps, seed {seed} "
         "(↓ Cheb/Clark/Canb/KL, ↑ Cos/Inter)",
         out["rows"],
@@ -385,7 +373,10 @@ def moric_cmd(
     table (without a subcommand); ``encode``/``decode`` work on files."""
     if ctx.invoked_subcommand is not None:
         return
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     if image != "astronaut" or region != "suit":
         raise typer.BadParameter(
             "only --image astronaut --region suit is bundled", param_hint="--region"
@@ -412,9 +403,9 @@ def moric_cmd(
             }
         )
     con = contour_experiment(cfg, seed)
-    _print_rows(f"eff vision moric: astronaut suit, seed {seed}", rows, None)
-    _print_rows("contour coder (bits from the actual bytes)", con["rows"], json_path,
-                {"single_object": rows, "curves": obj["curves"]})  # fmt: skip
+    print_rows(f"eff vision moric: astronaut suit, seed {seed}", rows, None)
+    print_rows("contour coder (bits from the actual bytes)", con["rows"], json_path,
+               extra={"single_object": rows, "curves": obj["curves"]})  # fmt: skip
 
 
 def _read_labels(path: Path):
@@ -454,7 +445,10 @@ def moric_encode_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """Encode IMAGE with its region map into a MoRIC stream (bits are the file's bytes)."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.moric import MoRIC, RegionCodecConfig
 
     img = _read_rgb(image, "IMAGE")
@@ -471,7 +465,7 @@ def moric_encode_cmd(
     output.write_bytes(data)
     rows = [{"output": str(output), "bytes": len(data), "bpp (image)": bs.bpp("image"),
              "bpp (region)": bs.bpp("region"), **{f"{k} bits": v for k, v in bs.bits_by_part().items()}}]  # fmt: skip
-    _print_rows("eff vision moric encode", rows, json_path)
+    print_rows("eff vision moric encode", rows, json_path)
 
 
 @moric_app.command("decode")
@@ -484,16 +478,18 @@ def moric_decode_cmd(
     """Decode a MoRIC stream to an 8-bit image (a clear error for a malformed stream)."""
     import cv2
 
+    from eff_shared.torch import pin_threads
     from eff_vision.moric import MoRIC, MoRICDecodeError
 
-    _pin_threads()
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     try:
         img = MoRIC.decode(stream.read_bytes())
     except MoRICDecodeError as exc:
         raise typer.BadParameter(f"{stream}: {exc}", param_hint="STREAM") from exc
     output.parent.mkdir(parents=True, exist_ok=True)
     cv2.imwrite(str(output), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
-    _print_rows(
+    print_rows(
         "eff vision moric decode",
         [{"output": str(output), "size": f"{img.shape[0]}×{img.shape[1]}"}],
         None,
@@ -517,10 +513,13 @@ def combo_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """ComBo vs the best single and the pooled linear probe on four frozen toy digit backbones."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.combo import ComboReproConfig, experiment
 
-    kind = _split(decoy, ("noise", "none"), "--decoy")[0]
+    kind = _csv(decoy, ("noise", "none"), "--decoy")[0]
     cfg = ComboReproConfig(
         ntr=ntr, decoy=None if kind == "none" else "noise", top_k=top_k, combo_epochs=epochs
     )
@@ -532,12 +531,12 @@ def combo_cmd(
         }
         for t, p in out["per_task"].items()
     ]
-    _print_rows("eff vision combo: backbone importance (‖W_k‖ / sqrt(columns))", imp_rows, None)
-    _print_rows(
+    print_rows("eff vision combo: backbone importance (‖W_k‖ / sqrt(columns))", imp_rows, None)
+    print_rows(
         f"eff vision combo: NTR {ntr}, seed {seed} (toy digit backbones)",
         out["rows"],
         json_path,
-        {"importance": imp_rows},
+        extra={"importance": imp_rows},
     )
 
 
@@ -558,15 +557,18 @@ def fedphoenix_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """FedPhoenix (stair-schedule conv-kernel reset of client copies) vs FedAvg on non-IID digits."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.fedphoenix import PhoenixReset
     from eff_vision.reproduce.fedphoenix import FedPhoenixReproConfig, federate
 
     try:
-        fracs = [float(f) for f in stop.split(",") if f.strip()]
+        fracs = parse_csv(stop, float, name="--stop")
     except ValueError as exc:
-        raise typer.BadParameter(f"expected numbers, got {stop!r}", param_hint="--stop") from exc
-    if not fracs or any(not 0 <= f <= 1 for f in fracs):
+        raise typer.BadParameter(str(exc), param_hint="--stop") from None
+    if any(not 0 <= f <= 1 for f in fracs):
         raise typer.BadParameter(f"fractions must lie in [0, 1], got {stop!r}", param_hint="--stop")
     cfg = FedPhoenixReproConfig(beta=beta, rounds=rounds, theta=theta)
     runs = {"FedAvg": federate(cfg, seed, None)}
@@ -578,11 +580,11 @@ def fedphoenix_cmd(
          f"rounds to {cfg.target}": r["rounds_to_target"] or "never", "CPU s": r["cpu_s"]}
         for name, r in runs.items()
     ]  # fmt: skip
-    _print_rows(
+    print_rows(
         f"eff vision fedphoenix: {cfg.n_clients} clients, β {beta}, {rounds} rounds, seed {seed}",
         rows,
         json_path,
-        {"accuracy": {name: r["accuracy"] for name, r in runs.items()}},
+        extra={"accuracy": {name: r["accuracy"] for name, r in runs.items()}},
     )
 
 
@@ -606,7 +608,10 @@ def lcotta_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """LCoTTA vs source, norm-adapt, TENT and EATA: online error per round on corrupted digits."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.lcotta import ADAPTED_SETS, METHODS, LCoTTAReproConfig, experiment
 
     if rank > window:
@@ -622,18 +627,18 @@ def lcotta_cmd(
     per_round = [
         {"round": i + 1, **{m: res[m]["per_round"][i] for m in METHODS}} for i in range(rounds)
     ]
-    _print_rows(f"eff vision lcotta: online error per round, seed {seed}", per_round, None)
+    print_rows(f"eff vision lcotta: online error per round, seed {seed}", per_round, None)
     rows = [
         {"method": m, "mean": res[m]["mean"], "last round": res[m]["last"],
          "max − min": res[m]["range"], "CPU s": res[m]["cpu_s"]}
         for m in METHODS
     ]  # fmt: skip
-    _print_rows(
+    print_rows(
         f"eff vision lcotta: {out['steps']} steps, lr {lr}, {params} params, "
         f"rank/window/every {rank}/{window}/{every}",
         rows,
         json_path,
-        {"per_round": per_round, "lcotta_stats": out["extra"].get("lcotta")},
+        extra={"per_round": per_round, "lcotta_stats": out["extra"].get("lcotta")},
     )
 
 
@@ -653,10 +658,13 @@ def robia_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """RobIA (reconstruction) vs no adaptation, BN-adapt and full fine-tuning on a stereo stream."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.robia import RobIAReproConfig, experiment
 
-    doms = tuple(_split(domains, ("noise", "blur", "dark", "fog", "clean"), "--domains"))
+    doms = tuple(_csv(domains, ("noise", "blur", "dark", "fog", "clean"), "--domains"))
     try:
         height, width = (int(v) for v in size.lower().split("x"))
     except ValueError as exc:
@@ -669,7 +677,7 @@ def robia_cmd(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     out = experiment(cfg, seed)
-    _print_rows(
+    print_rows(
         f"eff vision robia: {out['frames']} frames ({'→'.join(doms)} × {cycles}), {size}, "
         f"D {max_disp}, seed {seed}",
         out["rows"],
@@ -693,12 +701,15 @@ def svip_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """SVIP (reconstruction) vs source-only, SHOT-style and unsupervised VI-ReID, with ablations."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.svip import SVIPReproConfig, experiment
 
     cfg = SVIPReproConfig(src_ids=src_ids, tgt_ids=tgt_ids, epochs=epochs)
     out = experiment(cfg, seed, ir_blur=ir_blur)
-    _print_rows(
+    print_rows(
         f"eff vision svip: visible → infrared, {src_ids} source / {tgt_ids} target ids, "
         f"IR blur {ir_blur}, seed {seed}",
         out["rows"],
@@ -722,19 +733,22 @@ def hawaii_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """HAWAII (our reading) vs lite multi-teacher and single-teacher distillation into a tiny ViT."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.hawaii import HawaiiReproConfig, experiment
 
-    names = tuple(_split(teachers, ("sup", "ae", "rot", "random", "clip"), "--teachers"))
+    names = tuple(_csv(teachers, ("sup", "ae", "rot", "random", "clip"), "--teachers"))
     cfg = HawaiiReproConfig(teachers=names, epochs=epochs, router_runs=router_runs)
     out = experiment(cfg, seed)
     tm = sum(out["teacher_macs"].values())
-    _print_rows(
+    print_rows(
         f"eff vision hawaii: teachers {','.join(names)}, {epochs} epochs, seed {seed} "
         f"(student MACs {out['student_macs']:.0f}, teachers' MACs {tm:.0f})",
         out["rows"],
         json_path,
-        {"student_macs": out["student_macs"], "teacher_macs": out["teacher_macs"]},
+        extra={"student_macs": out["student_macs"], "teacher_macs": out["teacher_macs"]},
     )
 
 
@@ -753,7 +767,10 @@ def clic_cmd(
     json_path: JsonOpt = None,
 ) -> None:
     """CLIC vs pretrained, CLIP fine-tuning and NegCLIP on coloured shapes (tiny CLIP from scratch)."""
-    _pin_threads()
+    from eff_shared.torch import pin_threads
+
+    pin_threads(1)
+    threadpool_limits(1)  # and numpy's BLAS
     import warnings
 
     from eff_vision.clic import SwapFallbackWarning
@@ -768,7 +785,7 @@ def clic_cmd(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SwapFallbackWarning)
         out = experiment(cfg, seed)
-    _print_rows(
+    print_rows(
         f"eff vision clic: {pretrain_steps} pre-training / {finetune_steps} fine-tuning steps, lr {lr}, "
         f"vision {'frozen' if freeze_vision else 'trained'}, seed {seed}",
         out["rows"],

@@ -40,6 +40,7 @@ from torch import Tensor, nn
 
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.progress import track
+from eff_shared.torch import seeded
 
 __all__ = [
     "ComBo",
@@ -478,8 +479,7 @@ def fit_probe(
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed)
     history = []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         model.train()
         for _ in track(range(epochs), "ComBo training (epochs)"):
             total = 0.0

@@ -65,6 +65,7 @@ from torch import Tensor, nn
 
 from eff_shared.errors import check_choice, check_fraction, check_positive
 from eff_shared.progress import track
+from eff_shared.torch import seeded
 from eff_vision.combo import resample_grid
 
 __all__ = [
@@ -729,8 +730,7 @@ class HawaiiDistiller(nn.Module):
         gen = torch.Generator().manual_seed(seed)
         hist: dict[str, list] = {"total": [], "fine": [], "coarse": [], "balance": [], "router": []}
         probe = images[: min(len(images), 256)]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed):
             if stats_every:
                 hist["router"].append((0, self.student.router_stats(probe)))
             self.train()

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from eff_shared.errors import check_positive
 from eff_shared.seeding import derive_seed
+from eff_shared.torch import seeded
 from eff_vision.data.digits import N_DIGITS, digits_splits
 
 __all__ = [
@@ -162,14 +163,13 @@ def _train(
 def _cached(seed: int, cfg: ToyBackboneConfig) -> ToyDigitBackbones:
     (xp, yp), (xd, yd) = digits_splits((cfg.pool_size, N_DIGITS - cfg.pool_size), seed)
     models, losses = {}, {}
-    with torch.random.fork_rng(devices=[]):
-        for i, kind in enumerate(BACKBONE_KINDS):
-            torch.manual_seed(derive_seed(seed, 71, i))
+    for i, kind in enumerate(BACKBONE_KINDS):
+        with seeded(seed, 71, i):
             model = ToyDigitBackbone()
             losses[kind] = _train(kind, model, xp, yp, cfg, derive_seed(seed, 72, i))
-            model.zero_grad(set_to_none=True)
-            model.eval().requires_grad_(False)
-            models[kind] = model
+        model.zero_grad(set_to_none=True)
+        model.eval().requires_grad_(False)
+        models[kind] = model
     return ToyDigitBackbones(
         models=models,
         layers={k: list(TOY_LAYERS) for k in BACKBONE_KINDS},

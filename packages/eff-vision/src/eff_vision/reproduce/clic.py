@@ -36,6 +36,7 @@ import torch
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed, make_rng
+from eff_shared.torch import seeded
 from eff_vision.clic import (
     CLICConfig,
     CLICTrainer,
@@ -114,8 +115,7 @@ def _pretrained_state(
     train, _ = shape_data(seed, n_train)
     tok = _tokenizer()
     images, tokens = _to_tensor(train.images), tok(train.captions)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(derive_seed(seed, 303))
+    with seeded(seed, 303):
         model = TinyCLIP(len(tok), tok.context_length)
         opt = torch.optim.Adam(model.parameters(), lr=lr)
         gen = torch.Generator().manual_seed(derive_seed(seed, 304))
@@ -166,11 +166,10 @@ def _finetune(cfg: CLICReproConfig, method: str, seed: int) -> tuple[TinyCLIP, d
         batch_size=cfg.clip_batch if single else cfg.clic_batch, clip_batch_size=cfg.clip_batch,
     )  # fmt: skip
     t0 = time.process_time()
-    with torch.random.fork_rng(devices=[]), warnings.catch_warnings(record=True) as caught:
+    with seeded(seed, 305), warnings.catch_warnings(record=True) as caught:
         # the official fallback (two random tokens swapped when the captions share every word of
         # every taggable type) is frequent with the toy's 7-word vocabulary: count it, don't print it
         warnings.simplefilter("always", SwapFallbackWarning)
-        torch.manual_seed(derive_seed(seed, 305))
         hist = CLICTrainer(model, ccfg, _tokenizer()).fit(_dataset(train, seed))
     hist["fallback_negatives"] = sum(issubclass(w.category, SwapFallbackWarning) for w in caught)
     for w in caught:

@@ -47,6 +47,7 @@ from torch import nn
 
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
+from eff_shared.torch import seeded
 from eff_vision.data.backbones import BACKBONE_KINDS, digit_probe_tasks, toy_digit_backbones
 from eff_vision.hawaii import (
     HawaiiConfig,
@@ -121,8 +122,7 @@ class HawaiiReproConfig:
 def _pretrained_state(seed: int, epochs: int) -> dict[str, torch.Tensor]:
     bb = toy_digit_backbones(seed)
     x = bb.pool[0]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed + 101)
+    with seeded(seed + 101):
         vit = TinyViT()
         decoder = nn.Linear(64, 4)  # one 2×2 patch per token
         opt = torch.optim.Adam([*vit.parameters(), *decoder.parameters()], lr=1e-3)
