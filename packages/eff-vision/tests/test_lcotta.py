@@ -186,7 +186,7 @@ def test_nonfinite_gradient_warns_and_skips():
 
 
 def test_bad_inputs():
-    with pytest.raises(ValueError, match="rank must be >= 1"):
+    with pytest.raises(ValueError, match=r"rank must be an integer in \[1, inf\]"):
         LCoTTA(_ln_model(), rank=0)
     with pytest.raises(ValueError, match="must not exceed window"):
         LCoTTA(_ln_model(), rank=10, window=5)

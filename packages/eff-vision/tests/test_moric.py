@@ -272,7 +272,7 @@ def test_codec_bad_inputs(small):
             RegionCodecConfig(lam=lam)
     with pytest.raises(ValueError, match=r"lam\[1\]"):
         codec.encode(img, labels, lam={1: 0.0})
-    with pytest.raises(ValueError, match="only must be a region id"):
+    with pytest.raises(ValueError, match=r"only must be an integer in \[0, 2\]"):
         codec.encode(img, labels, only=7)
     with pytest.raises(ValueError, match="boolean or 0/1"):
         CC.encode(np.full((4, 4), 2))

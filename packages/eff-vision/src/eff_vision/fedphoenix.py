@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from eff_shared.errors import check_choice, check_fraction, check_type
+from eff_shared.errors import check_choice, check_fraction, check_int, check_type
 from eff_shared.torch import model_hook
 
 __all__ = ["INITS", "LayerReset", "PhoenixReset", "ResetTrace", "phoenix_pre_local_train"]
@@ -93,9 +93,7 @@ class PhoenixReset:
 
     def __post_init__(self) -> None:
         check_fraction("theta", self.theta)
-        check_type("stop_round", self.stop_round, int)
-        if self.stop_round < 0:
-            raise ValueError(f"stop_round must be >= 0, got {self.stop_round}")
+        check_int("stop_round", self.stop_round, minimum=0)
         check_choice("init", self.init, INITS)
         check_type("scale", self.scale, (int, float))
         if not (math.isfinite(self.scale) and self.scale >= 0):

@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.seeding import make_rng
 
 __all__ = [
@@ -131,14 +131,12 @@ def invariant_basis(kernel_size: int, feature_size: tuple[int, int], band: int) 
 
 
 def _check_geometry(kernel_size: int, feature_size: tuple[int, int], band: int) -> None:
-    if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1:
-        raise ValueError(f"kernel_size must be a positive int, got {kernel_size!r}")
+    check_int("kernel_size", kernel_size, minimum=1)
     if len(tuple(feature_size)) != 2 or min(feature_size) < kernel_size:
         raise ValueError(
             f"feature_size must be (M, N) with M, N >= kernel_size={kernel_size}, got {feature_size!r}"
         )
-    if isinstance(band, bool) or not isinstance(band, int) or band < 0:
-        raise ValueError(f"band must be a non-negative int, got {band!r}")
+    check_int("band", band, minimum=0)
 
 
 class FingerprintModule(nn.Module):
@@ -383,8 +381,7 @@ class UchidaWatermark:
     def __init__(
         self, layer: str, n_bits: int, key: int, weight: float = 0.05, scale: float = 10.0
     ) -> None:
-        if n_bits < 1:
-            raise ValueError(f"n_bits must be >= 1, got {n_bits}")
+        check_int("n_bits", n_bits, minimum=1)
         self.layer, self.n_bits, self.key, self.weight, self.scale = (
             layer,
             n_bits,

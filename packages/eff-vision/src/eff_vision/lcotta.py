@@ -42,7 +42,7 @@ import torch
 from numba import njit
 from torch import Tensor, nn
 
-from eff_shared.errors import check_choice, check_type
+from eff_shared.errors import check_choice, check_int, check_type
 from eff_vision.tta import EATA, ParamSpec, select_parameters
 
 __all__ = ["GradientSubspaceTracker", "LCoTTA"]
@@ -217,9 +217,7 @@ class GradientSubspaceTracker:
         impl: Literal["reference", "incremental"] = "reference",
     ) -> None:
         for name, v in (("rank", rank), ("window", window), ("record_every", record_every)):
-            check_type(name, v, int)
-            if v < 1:
-                raise ValueError(f"{name} must be >= 1, got {v}")
+            check_int(name, v, minimum=1)
         if rank > window:
             raise ValueError(f"rank ({rank}) must not exceed window ({window})")
         check_type("center", center, bool)

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from eff_shared.errors import check_choice, check_positive, check_type
+from eff_shared.errors import check_choice, check_int, check_positive, check_type
 from eff_shared.progress import track
 from eff_vision.metrics.ldl import (
     canberra,
@@ -328,9 +328,7 @@ class RankMatchLoss(nn.Module):
         super().__init__()
         check_positive("lambda_rank", lambda_rank, strict=False)
         check_positive("lambda_u", lambda_u, strict=False)
-        check_type("num_weak", num_weak, int)
-        if num_weak < 1:
-            raise ValueError(f"num_weak must be >= 1, got {num_weak}")
+        check_int("num_weak", num_weak, minimum=1)
         for name, v in (("warmup_steps", warmup_steps), ("rampup_steps", rampup_steps)):
             check_type(name, v, int)
             if v < 0:

@@ -58,7 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from eff_shared.errors import check_choice, check_fraction, check_type
+from eff_shared.errors import check_choice, check_fraction, check_int, check_type
 from eff_vision.tta import TTAMethod, configure_norm_adaptation, norm_parameters
 
 __all__ = [
@@ -106,21 +106,15 @@ class AttExMoE(nn.Module):
             ("num_experts", num_experts),
             ("bottleneck", bottleneck),
         ):
-            check_type(name, v, int)
-            if v < 1:
-                raise ValueError(f"{name} must be >= 1, got {v}")
-        check_type("top_k", top_k, int)
-        if not 1 <= top_k <= num_experts:
-            raise ValueError(f"top_k must lie in [1, num_experts={num_experts}], got {top_k}")
+            check_int(name, v, minimum=1)
+        check_int("top_k", top_k, 1, num_experts)
         if epipolar_dim not in (-1, 3):
             raise ValueError(
                 f"epipolar_dim must be the width axis of NCHW features (-1 or 3): rectified "
                 f"stereo's epipolar lines are the image rows; got {epipolar_dim}"
             )
         c_att = attn_dim if attn_dim is not None else max(1, channels // 4)
-        check_type("attn_dim", c_att, int)
-        if c_att < 1:
-            raise ValueError(f"attn_dim must be >= 1, got {c_att}")
+        check_int("attn_dim", c_att, minimum=1)
         hid = hidden if hidden is not None else max(8, c_att)
         self.channels, self.num_experts, self.top_k, self.attn_dim = (
             channels,

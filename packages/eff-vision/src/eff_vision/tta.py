@@ -33,7 +33,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from eff_shared.errors import check_type
+from eff_shared.errors import check_int, check_type
 
 __all__ = [
     "EATA",
@@ -129,9 +129,7 @@ class TTAMethod(nn.Module):
     def __init__(self, model: nn.Module, steps: int = 1, episodic: bool = False) -> None:
         super().__init__()
         check_type("model", model, nn.Module)
-        check_type("steps", steps, int)
-        if steps < 1:
-            raise ValueError(f"steps must be >= 1, got {steps}")
+        check_int("steps", steps, minimum=1)
         self.model = model
         self.steps = steps
         self.episodic = episodic

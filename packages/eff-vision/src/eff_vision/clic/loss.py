@@ -7,13 +7,11 @@ Embeddings are L2-normalised here (idempotent for a model that already normalise
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from eff_shared.errors import check_positive
+from eff_shared.errors import check_positive, check_real
 
 __all__ = ["alternation_pattern", "clic_loss", "clip_loss", "negclip_loss"]
 
@@ -112,11 +110,8 @@ def negclip_loss(
 def alternation_pattern(hard_negative_freq: float) -> list[bool]:
     """True = a CLIC batch, False = a plain CLIP batch: f = 1 → [CLIC, CLIP]; f > 1 → [CLIP] +
     [CLIC]·int(f); f < 1 → [CLIC] + [CLIP]·int(1/f)."""
-    if isinstance(hard_negative_freq, bool) or not isinstance(hard_negative_freq, (int, float)):
-        raise TypeError(
-            f"hard_negative_freq must be a number, got {type(hard_negative_freq).__name__}"
-        )
-    if not math.isfinite(hard_negative_freq) or hard_negative_freq <= 0:
+    check_real("hard_negative_freq", hard_negative_freq)
+    if hard_negative_freq <= 0:
         raise ValueError(f"hard_negative_freq must be > 0, got {hard_negative_freq}")
     if hard_negative_freq == 1:
         return [True, False]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from eff_shared.errors import check_int
 from eff_shared.seeding import make_rng
 
 if TYPE_CHECKING:
@@ -39,8 +40,10 @@ def digits_splits(sizes: tuple[int, ...], seed: int = 0) -> list[tuple[Tensor, T
     import torch
 
     sizes = tuple(sizes)
-    if not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
-        raise ValueError(f"sizes must be positive ints, got {sizes!r}")
+    if not sizes:
+        raise ValueError("sizes must name at least one split, got ()")
+    for s in sizes:
+        check_int("sizes", s, minimum=1)
     if sum(sizes) > N_DIGITS:
         raise ValueError(f"sizes must sum to at most {N_DIGITS}, got {sum(sizes)}")
     x, y = _digits()

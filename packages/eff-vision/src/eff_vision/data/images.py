@@ -15,6 +15,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from eff_shared.errors import check_int
+
 __all__ = ["BUNDLED_IMAGES", "check_image", "sample_image"]
 
 # name -> skimage.data function; every one of these reads a file inside the wheel (no pooch fetch).
@@ -73,10 +75,8 @@ def sample_image(
     if name not in BUNDLED_IMAGES:
         raise ValueError(f"name must be one of {list(BUNDLED_IMAGES)!r}, got {name!r}")
     for arg, value in (("multiple_of", multiple_of), ("max_side", max_side)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"{arg} must be a positive int or None, got {value!r}")
+        if value is not None:
+            check_int(arg, value, minimum=1)
     img = _load(name)
     if max_side is not None and max(img.shape[:2]) > max_side:
         import cv2

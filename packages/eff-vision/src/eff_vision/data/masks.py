@@ -22,6 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from eff_shared.errors import check_int
 from eff_shared.seeding import make_rng
 
 __all__ = [
@@ -157,8 +158,7 @@ def smooth_label_map(
 ) -> np.ndarray:
     """Labels 0..n_regions−1 (int32): a smooth random field cut at its quantiles (each region
     non-empty; region 0 holds the lowest field values)."""
-    if isinstance(n_regions, bool) or not isinstance(n_regions, int) or n_regions < 1:
-        raise ValueError(f"n_regions must be a positive int, got {n_regions!r}")
+    check_int("n_regions", n_regions, minimum=1)
     field = _smooth_field(shape, make_rng(seed, 42), cells)
     levels = np.quantile(field, np.arange(1, n_regions) / n_regions)
     return np.digitize(field, levels).astype(np.int32)

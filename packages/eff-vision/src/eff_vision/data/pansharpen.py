@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from eff_shared.errors import check_positive
+from eff_shared.errors import check_int, check_positive
 from eff_shared.seeding import make_rng
 
 __all__ = ["degrade_pan", "mtf_kernel", "wald_degrade"]
@@ -44,9 +44,7 @@ def degrade_pan(pan: np.ndarray, ratio: int = 4, mtf_gain: float = 0.3) -> np.nd
 
 
 def _check_ratio(ratio: object) -> int:
-    if isinstance(ratio, bool) or not isinstance(ratio, int | np.integer) or ratio < 1:
-        raise ValueError(f"ratio must be a positive integer, got {ratio!r}")
-    return int(ratio)
+    return check_int("ratio", ratio, minimum=1)
 
 
 def wald_degrade(

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from eff_shared.errors import check_int
 from eff_vision.lasq.prior import LASQPrior
 
 __all__ = ["CTDN", "DiffusionUNet", "Discriminator", "LASQConfig", "LASQModel"]
@@ -54,9 +55,7 @@ class LASQConfig:
 
     def __post_init__(self) -> None:
         for name in ("ctdn_channels", "unet_channels", "num_res_blocks", "timesteps", "n_layers"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+            check_int(name, getattr(self, name), minimum=1)
         if not self.ch_mult or any(m < 1 for m in self.ch_mult):
             raise ValueError(f"ch_mult must be positive ints, got {self.ch_mult!r}")
         if not 1 <= self.sampling_steps <= self.timesteps:

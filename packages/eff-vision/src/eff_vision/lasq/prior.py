@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from eff_shared.errors import check_positive
+from eff_shared.errors import check_int, check_positive
 from eff_vision.lasq._ops import bilateral3, color_denoise, gaussian_blur, msrcr
 
 __all__ = ["LASQPrior", "check_rgb", "gamma_energy", "partition"]
@@ -55,12 +55,7 @@ def partition(gamma: np.ndarray, num_regions: int) -> np.ndarray:
     """Average-pool γ (H×W×C) on a g×g grid (g = int(sqrt(num_regions)); kernel = stride =
     (H//g, W//g), as ``F.avg_pool2d``) and upsample by nearest neighbour (``F.interpolate``);
     ``num_regions ≥ H·W`` returns γ unchanged."""
-    if (
-        isinstance(num_regions, bool)
-        or not isinstance(num_regions, int | np.integer)
-        or num_regions < 1
-    ):
-        raise ValueError(f"num_regions must be an int >= 1, got {num_regions!r}")
+    check_int("num_regions", num_regions, minimum=1)
     h, w = gamma.shape[:2]
     if num_regions >= h * w:
         return gamma.copy()
@@ -180,7 +175,5 @@ class LASQPrior:
 
 
 def _check_regions(num_regions: object) -> None:
-    if num_regions is not None and (
-        isinstance(num_regions, bool) or not isinstance(num_regions, int) or num_regions < 1
-    ):
-        raise ValueError(f"num_regions must be an int >= 1 or None, got {num_regions!r}")
+    if num_regions is not None:
+        check_int("num_regions", num_regions, minimum=1)

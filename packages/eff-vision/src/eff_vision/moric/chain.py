@@ -32,11 +32,11 @@ inside one region, a start vertex out of range, missing region ids, truncation, 
 from __future__ import annotations
 
 import itertools
-import math
 from collections import deque
 
 import numpy as np
 
+from eff_shared.errors import check_positive
 from eff_vision.moric.bitstream import Bitstream, MoRICDecodeError, Section, Tag
 from eff_vision.moric.rangecoder import AdaptiveModel, RangeDecodeError, RangeDecoder, RangeEncoder
 
@@ -466,8 +466,7 @@ class ChainCoder:
 
     def encode_lossy(self, mask: np.ndarray, eps: float) -> bytes:
         m = check_mask(mask)
-        if not isinstance(eps, int | float) or not math.isfinite(eps) or eps < 0:
-            raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+        check_positive("eps", eps, strict=False)
         return self._stream(MODE_LOSSY, *m.shape, 2, encode_polygons_payload(m, float(eps)))
 
     def encode_adaptive(self, mask: np.ndarray, min_iou: float = 0.98) -> bytes:

@@ -52,6 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from eff_shared.errors import check_bool, check_int, check_positive
 from eff_shared.progress import track
 from eff_vision.moric._fast import (
     decode_laplace_zero_center,
@@ -122,11 +123,8 @@ class RegionCodecConfig:
         for name, lo, hi in (("levels", 1, 12), ("arm_context", 1, 24), ("arm_hidden", 1, 256),
                              ("syn_width", 1, 512), ("modulator_width", 1, 256), ("iters", 1, 10**7),
                              ("dilate", 0, 64)):  # fmt: skip
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
-        if not isinstance(self.lam, int | float) or not math.isfinite(self.lam) or self.lam <= 0:
-            raise ValueError(f"lam must be a finite number > 0, got {self.lam!r}")
+            check_int(name, getattr(self, name), lo, hi)
+        check_positive("lam", self.lam)
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr!r}")
         if not self.latent_lr_scale > 0:
@@ -693,10 +691,8 @@ class MoRIC:
                 f"regions (label map) must have the image's shape {x.shape[:2]}, got {shape}"
             )
         labels, n = check_labels(regions, "regions")
-        if only is not None and (
-            isinstance(only, bool) or not isinstance(only, int) or not 0 <= only < n
-        ):
-            raise ValueError(f"only must be a region id in [0, {n}), got {only!r}")
+        if only is not None:
+            check_int("only", only, 0, n - 1)
         coded_ids = list(range(n)) if only is None else [only]
         lams = self._lams(lam, coded_ids, cfg.lam)
         h, w = labels.shape
@@ -735,13 +731,7 @@ class MoRIC:
         lam: float | dict[int, float] | None, coded_ids: list[int], default: float
     ) -> list[float]:
         def check(v: object, what: str) -> float:
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, int | float)
-                or not math.isfinite(v)
-                or v <= 0
-            ):
-                raise ValueError(f"{what} must be a finite number > 0, got {v!r}")
+            check_positive(what, v)
             return float(v)
 
         if lam is None:
@@ -839,8 +829,7 @@ class MoRIC:
 
         ``reference=True`` runs the pure-Python range decoder and the per-wavefront numpy ARM
         instead of the compiled loops (the same image bit for bit; kept for tests and benches)."""
-        if not isinstance(reference, bool):
-            raise TypeError(f"reference must be a bool, got {reference!r}")
+        check_bool("reference", reference)
         bs = data if isinstance(data, Bitstream) else Bitstream.from_bytes(data)
         if bs.kind != 1:
             raise MoRICDecodeError("header: this is a contour stream, not an image stream")

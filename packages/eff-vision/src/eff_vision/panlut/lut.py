@@ -54,6 +54,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from eff_shared.errors import check_bool, check_int
+
 __all__ = [
     "AOLUT",
     "PGLUT",
@@ -103,9 +105,7 @@ def _check_unit(name: str, x: Tensor) -> None:
 
 
 def _check_dim(name: str, dim: object) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
-        raise ValueError(f"{name} must be an int >= 2 (grid points per axis), got {dim!r}")
-    return dim
+    return check_int(name, dim, minimum=2)  # grid points per axis
 
 
 # --------------------------------------------------------------------------------------------
@@ -471,9 +471,7 @@ def _project(model: nn.Module, out: Tensor, ms_lr: Tensor | None) -> Tensor:
 
 
 def _check_ratio(ratio: object) -> int:
-    if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio < 1:
-        raise ValueError(f"ratio must be a positive integer, got {ratio!r}")
-    return ratio
+    return check_int("ratio", ratio, minimum=1)
 
 
 class PanLUT(nn.Module):
@@ -500,8 +498,7 @@ class PanLUT(nn.Module):
         mtf_gain: float = 0.3,
     ) -> None:
         super().__init__()
-        if isinstance(n_bands, bool) or not isinstance(n_bands, int) or not 1 <= n_bands <= 4:
-            raise ValueError(f"n_bands must be 1..4 (a (n_bands+1)-D PGLUT), got {n_bands!r}")
+        check_int("n_bands", n_bands, 1, 4)  # a (n_bands+1)-D PGLUT
         self.ratio = _check_ratio(ratio)
         self.n_bands = n_bands
         mid = pg_out_channels or n_bands
@@ -511,9 +508,7 @@ class PanLUT(nn.Module):
         if reg_weight < 0:
             raise ValueError(f"reg_weight must be >= 0, got {reg_weight!r}")
         self.reg_weight = reg_weight
-        if not isinstance(consistency, bool):
-            raise ValueError(f"consistency must be True or False, got {consistency!r}")
-        self.consistency = consistency
+        self.consistency = check_bool("consistency", consistency)
         self.mtf_gain = _check_mtf_gain(mtf_gain)
 
     @property
@@ -700,8 +695,7 @@ def tiled_predict(
         raise ValueError(
             f"pan spatial size must be {r} × the ms size: ms {ms_lr.shape}, pan {pan.shape}"
         )
-    if isinstance(tile, bool) or not isinstance(tile, int) or tile < 2 * halo + 1:
-        raise ValueError(f"tile must be an int >= 2 × halo + 1 = {2 * halo + 1}, got {tile!r}")
+    check_int("tile", tile, minimum=2 * halo + 1)  # 2 × halo + 1
     big_h, big_w = r * h, r * w
     if out is None:
         out = np.empty((big_h, big_w, bands), dtype=np.float32)

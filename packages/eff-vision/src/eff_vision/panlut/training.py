@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from eff_shared.errors import check_int
 from eff_shared.progress import track
 from eff_shared.seeding import derive_seed, make_rng
 from eff_vision.data.pansharpen import wald_degrade
@@ -49,9 +50,7 @@ class PanTrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch", "patch", "ratio"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+            check_int(name, getattr(self, name), minimum=1)
         if self.patch % self.ratio:
             raise ValueError(
                 f"patch must be a multiple of ratio, got {self.patch} and {self.ratio}"

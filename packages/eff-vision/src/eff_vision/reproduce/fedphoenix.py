@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from eff_shared.errors import check_choice, check_type
+from eff_shared.errors import check_choice, check_int, check_type
 from eff_shared.federated import FedAvg, InProcessRunner, dirichlet_partition
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed, make_rng
@@ -96,8 +96,7 @@ class FedPhoenixReproConfig:
     def __post_init__(self) -> None:
         for name in ("n_train", "n_test", "n_clients", "clients_per_round", "rounds",
                      "local_epochs", "batch_size", "last"):  # fmt: skip
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            check_int(name, getattr(self, name), minimum=1)
         if self.beta <= 0:
             raise ValueError(f"beta must be > 0, got {self.beta}")
 

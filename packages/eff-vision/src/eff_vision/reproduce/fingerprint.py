@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_vision._training import accuracy, make_optimizer, train_classifier
 from eff_vision.data.digits import digits_splits, rotate90
@@ -133,8 +133,7 @@ class FingerprintReproConfig:
             )
         check_choice("padding_mode", self.padding_mode, PADDING_MODES)
         for name in ("bits", "owner_epochs", "attack_epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            check_int(name, getattr(self, name), minimum=1)
 
 
 def _rel_change(z: torch.Tensor, z0: torch.Tensor, rescale: bool = False) -> float:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed, make_rng
 from eff_vision.data.images import sample_image
@@ -50,8 +50,7 @@ class LASQReproConfig:
     def __post_init__(self) -> None:
         if not self.images:
             raise ValueError("images must not be empty")
-        if self.regions < 1:
-            raise ValueError(f"regions must be >= 1, got {self.regions}")
+        check_int("regions", self.regions, minimum=1)
 
 
 def experiment(cfg: LASQReproConfig, seed: int) -> dict[str, Any]:

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_vision._training import accuracy, train_classifier
@@ -103,8 +103,7 @@ class LCoTTAReproConfig:
 
     def __post_init__(self) -> None:
         for name in ("rounds", "batch_size", "rank", "window", "record_every", "source_epochs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            check_int(name, getattr(self, name), minimum=1)
         check_choice("params", self.params, ADAPTED_SETS)
 
     @property

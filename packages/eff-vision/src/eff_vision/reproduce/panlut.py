@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_vision.data.images import sample_image
@@ -73,10 +73,8 @@ class PanLUTReproConfig:
     consistency_variant: bool = False
 
     def __post_init__(self) -> None:
-        if not self.steps >= 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if self.pnn_factor < 1:
-            raise ValueError(f"pnn_factor must be >= 1, got {self.pnn_factor}")
+        check_int("steps", self.steps, minimum=1)
+        check_int("pnn_factor", self.pnn_factor, minimum=1)
 
 
 def make_panlut(ratio: int = 4, consistency: bool = False) -> PanLUT:

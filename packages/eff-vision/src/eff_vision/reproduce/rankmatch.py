@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_vision.data.ldl import DIGITS_SHAPE, LDLSplit, make_digits_ldl, make_synthetic_ldl
@@ -86,10 +86,8 @@ class RankMatchReproConfig:
 
     def __post_init__(self) -> None:
         for name in ("n_labeled", "n_unlabeled", "n_test", "steps", "hidden"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.n_labels < 2:
-            raise ValueError(f"n_labels must be >= 2, got {self.n_labels}")
+            check_int(name, getattr(self, name), minimum=1)
+        check_int("n_labels", self.n_labels, minimum=2)
 
 
 Splits = tuple[Any, Any, Any]

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_shared.torch import count_parameters
@@ -105,8 +105,7 @@ class RobIAReproConfig:
             "pairs_per_domain",
             "n_clean",
         ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            check_int(name, getattr(self, name), minimum=1)
         if self.max_disp >= self.width:
             raise ValueError(f"max_disp ({self.max_disp}) must be < width ({self.width})")
         if self.scene is None:

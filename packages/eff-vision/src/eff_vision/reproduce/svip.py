@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int, check_real
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_shared.torch import count_parameters
@@ -93,8 +93,7 @@ class SVIPReproConfig:
 
     def __post_init__(self) -> None:
         for name in ("src_ids", "tgt_ids", "test_ids", "per_id", "source_epochs", "epochs", "k"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            check_int(name, getattr(self, name), minimum=1)
 
 
 _SOURCE: dict[tuple, tuple[ReIDNet, float]] = {}
@@ -227,13 +226,7 @@ def experiment(
 
 def _check_blur(ir_blur: float) -> float:
     """``ir_blur`` validated: a finite Gaussian σ ≥ 0 (pixels)."""
-    if isinstance(ir_blur, bool) or not isinstance(ir_blur, int | float):
-        raise TypeError(
-            f"ir_blur must be a number (Gaussian sigma in pixels), got {type(ir_blur).__name__}"
-        )
-    if not (np.isfinite(ir_blur) and ir_blur >= 0):
-        raise ValueError(f"ir_blur must be a finite sigma >= 0, got {ir_blur}")
-    return float(ir_blur)
+    return check_real("ir_blur", ir_blur, minimum=0)
 
 
 #: (target identities, infrared blur σ) of the full mode's pair-count report: the default

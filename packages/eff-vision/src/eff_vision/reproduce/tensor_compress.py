@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from eff_shared.errors import check_choice
+from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_vision._training import accuracy, train_classifier
 from eff_vision.data.digits import digits_splits
@@ -114,8 +114,7 @@ class TensorCompressConfig:
 
     def __post_init__(self) -> None:
         for name in ("n_train", "n_test", "epochs", "batch_size", "calib_images"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            check_int(name, getattr(self, name), minimum=1)
         if not 0 < self.ratio <= 1:
             raise ValueError(f"ratio must lie in (0, 1], got {self.ratio}")
         bad = [r for r in self.sweep_ratios if not 0 < r <= 1]
