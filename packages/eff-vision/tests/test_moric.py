@@ -18,8 +18,8 @@ from eff_vision.data import (
 from eff_vision.moric import Bitstream, ChainCoder, MoRIC, MoRICDecodeError, RegionCodecConfig, iou
 from eff_vision.moric._fast import decode_laplace_zero_center, encode_laplace_array
 from eff_vision.moric.bitstream import Section, Tag
-from eff_vision.moric.chain import _encode_paths, label_edges
 from eff_vision.moric.codec import _arm_exact, decode_macs_per_pixel
+from eff_vision.moric.contours import _encode_paths, label_edges
 from eff_vision.moric.rangecoder import (
     AdaptiveModel,
     RangeDecodeError,

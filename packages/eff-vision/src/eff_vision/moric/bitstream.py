@@ -23,19 +23,27 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from eff_vision.moric.contours import decode_partition_payload
+from eff_vision.moric.errors import MoRICDecodeError
+
 __all__ = [
+    "FLAG_MODULATOR",
+    "FLAG_SINGLE",
     "MAGIC",
     "VERSION",
     "Bitstream",
     "MoRICDecodeError",
     "Section",
     "Tag",
+    "coded_region_pixels",
     "read_varint",
     "write_varint",
 ]
 
 MAGIC = b"MRIC"
 VERSION = 1
+#: ``flags`` of an image stream: it has a ``MODULATOR`` section / it codes a single object
+FLAG_MODULATOR, FLAG_SINGLE = 1, 2
 
 
 class Tag:
@@ -52,10 +60,6 @@ class Tag:
         4: "REGION_LATENTS",
     }
     PART: ClassVar[dict[int, str]] = {1: "contours", 2: "modulator", 3: "params", 4: "latents"}
-
-
-class MoRICDecodeError(ValueError):
-    """A MoRIC stream is truncated, corrupt or otherwise malformed (the message names the part)."""
 
 
 def write_varint(value: int) -> bytes:
@@ -225,8 +229,18 @@ class Bitstream:
             return bits / (self.height * self.width)
         if normalize == "region":
             if self.region_pixels is None:
-                from eff_vision.moric.codec import coded_region_pixels
-
                 self.region_pixels = coded_region_pixels(self)
             return bits / self.region_pixels
         raise ValueError(f"normalize must be one of ['image', 'region'], got {normalize!r}")
+
+
+def coded_region_pixels(bs: Bitstream) -> int:
+    """Pixels of the coded region(s) of an image stream (decodes the contours only)."""
+    if bs.kind != 1:
+        raise MoRICDecodeError("header: not an image stream")
+    single = bool(bs.flags & FLAG_SINGLE)
+    labels = decode_partition_payload(
+        bs.section(Tag.CONTOURS).payload, bs.height, bs.width, bs.n_regions, not single
+    )
+    ids = {s.index for s in bs.sections if s.tag == Tag.REGION_PARAMS}
+    return int(np.isin(labels, list(ids)).sum())

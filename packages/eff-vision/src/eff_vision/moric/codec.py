@@ -60,14 +60,17 @@ from eff_vision.moric._fast import (
     encode_laplace_array,
 )
 from eff_vision.moric.bitstream import (
+    FLAG_MODULATOR,
+    FLAG_SINGLE,
     Bitstream,
     MoRICDecodeError,
     Section,
     Tag,
+    coded_region_pixels,
     read_varint,
     write_varint,
 )
-from eff_vision.moric.chain import (
+from eff_vision.moric.contours import (
     check_labels,
     decode_partition_payload,
     encode_partition_payload,
@@ -95,7 +98,6 @@ __all__ = [
     "decode_macs_per_pixel",
 ]
 
-FLAG_MODULATOR, FLAG_SINGLE = 1, 2
 _HIDDEN_FRAC_BITS = 8  # ARM hidden activations live on the 2^-8 grid
 _STEPS = tuple(range(4, 13))  # candidate parameter steps 2^-k
 
@@ -932,18 +934,6 @@ def _parse_image_stream(bs: Bitstream, reference: bool = False) -> _Coded:
     if len(bs.sections) != expected:
         raise MoRICDecodeError(f"stream: {len(bs.sections)} sections, expected {expected}")
     return _Coded(h, w, regions, nets, latents, modulator)
-
-
-def coded_region_pixels(bs: Bitstream) -> int:
-    """Pixels of the coded region(s) of an image stream (decodes the contours only)."""
-    if bs.kind != 1:
-        raise MoRICDecodeError("header: not an image stream")
-    single = bool(bs.flags & FLAG_SINGLE)
-    labels = decode_partition_payload(
-        bs.section(Tag.CONTOURS).payload, bs.height, bs.width, bs.n_regions, not single
-    )
-    ids = {s.index for s in bs.sections if s.tag == Tag.REGION_PARAMS}
-    return int(np.isin(labels, list(ids)).sum())
 
 
 def decode_macs_per_pixel(
