@@ -47,13 +47,18 @@ def test_timing_differences_are_ignored_and_number_changes_are_not(tmp_path, cap
     r["table"][0]["CPU s/epoch"], r["table"][0]["MP/s"] = 0.9, 4.0
     r["notes"] = ["took 3.1 s; gain 0.150"]
     timing = {
+        "times": {"teacher": 26.9},
         "ms_per_iteration[kuhn]": 0.2,
         "ppr_build_s_target": 3.9,
         "s per run": 3.4,
         "ms/q": 21.0,
     }
     a["results"][0]["metrics"].update(timing)
-    r["metrics"].update({k: 2 * v for k, v in timing.items()})
+    r["metrics"].update(
+        {k: 2 * v if k != "times" else {"teacher": 43.6} for k, v in timing.items()}
+    )
+    for res, measured in ((a["results"][0], "17.4 / 20.2"), (r, "38.9 / 39.8")):  # timings row
+        res["table"].append({"item": "LUT demo: predicted / measured ms", "value": measured})
     slowest = {"text": "slowest case", "kind": "check", "values": [], "seeds": [], "measured": 0.03,
                "threshold": 5.0, "op": "<=", "unit": "s", "verdict": "pass"}  # fmt: skip
     a["results"][0]["claims"].append(slowest)
@@ -66,6 +71,7 @@ def test_timing_differences_are_ignored_and_number_changes_are_not(tmp_path, cap
         lambda r: r["claims"][0].__setitem__("expected", "xfail"),
         lambda r: r["metrics"]["per_seed"]["0"].__setitem__("final", 0.6),
         lambda r: r["table"][0].__setitem__("PSNR", 30.5),
+        lambda r: r["table"][1].__setitem__("item", "LUT demo: predicted ms"),  # label compared
         lambda r: r["notes"].__setitem__(0, "took 3.1 s; gain 0.151"),
         lambda r: r["claims"].append(dict(r["claims"][0], text="new")),
         lambda r: r["claims"][1].__setitem__("verdict", "FAIL"),  # the duration claim's verdict
@@ -79,3 +85,27 @@ def test_timing_differences_are_ignored_and_number_changes_are_not(tmp_path, cap
     other["results"][0]["name"] = "vision.y"
     assert tool.main([str(before), str(_write(tmp_path, "d.json", other))]) == 1
     assert "only in after: vision.y" in capsys.readouterr().out
+
+
+def test_ignore_names_keys_and_notes(tmp_path, capsys):
+    """``--ignore`` skips a metric key and a note matched by text; the rest is still compared."""
+    tool = _tool()
+    a = _result()
+    b = copy.deepcopy(a)
+    a["results"][0]["metrics"]["data_share"], b["results"][0]["metrics"]["data_share"] = 0.17, 0.16
+    a["results"][0]["notes"] = ["Step ratio 2.18.", "gain 0.150"]
+    b["results"][0]["notes"] = ["Step ratio 2.33.", "gain 0.150"]
+    before, after = _write(tmp_path, "a.json", a), _write(tmp_path, "b.json", b)
+    assert tool.main([str(before), str(after)]) == 1
+    out = capsys.readouterr().out
+    assert "metrics/data_share" in out and "notes[0]" in out
+    assert (
+        tool.main([str(before), str(after), "--ignore", "data_share", "--ignore", "^Step ratio"])
+        == 0
+    )
+    b["results"][0]["notes"][1] = "gain 0.151"
+    after = _write(tmp_path, "c.json", b)
+    assert (
+        tool.main([str(before), str(after), "--ignore", "data_share", "--ignore", "^Step ratio"])
+        == 1
+    )

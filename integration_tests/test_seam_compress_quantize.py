@@ -1,6 +1,6 @@
 """Seam: eff-vision's data-informed tensor compression, then eff-kernels' ParetoQ on the result.
 
-A digits CNN (``eff_vision.reproduce.tensor_compress.DigitsCNN``) is trained from scratch, its
+A digits CNN (``eff_vision.models.DigitsCNN``) is trained from scratch, its
 c2/c3 convolutions are replaced by Σ-weighted Tucker-2 factorisations
 (``eff_vision.tensor_compress.compress_model``), then every convolution (plain and factorised) and
 the classifier are ParetoQ-quantized to 4 bits (``quantize_(model, ParetoQConfig(bits=4,
@@ -29,7 +29,7 @@ from torch import nn
 
 from eff_kernels import PackedConv2d, PackedLinear, ParetoQConfig, QATConv2d, convert_, quantize_
 from eff_vision.data.digits import digits_splits
-from eff_vision.reproduce.tensor_compress import DigitsCNN
+from eff_vision.models import DigitsCNN
 from eff_vision.tensor_compress import compress_model
 
 SEED = 0

@@ -14,8 +14,9 @@ operator, expected verdict, verdict; a claim whose unit is a duration, e.g. "slo
 all but its measured values). Metrics, tables, series and notes must be equal too, except
 for values whose key (or table column) names a duration or a rate — ``elapsed_s``, ``cpu_s``,
 ``wall_s``, ``seconds``, ``CPU s/epoch``, ``MP/s``, ``time``, ``ms_per_iteration``, ``build_s_target``,
-``s per run``, ``ms/q`` … — and numbers printed inside notes after "s" units; ``--ignore REGEX`` adds
-patterns. Reproductions present in only one file are
+``s per run``, ``ms/q``, ``times`` … —, the cells of a table row whose label (``item``, ``metric``,
+``quantity``) names one (``"...: predicted / measured ms"``), and numbers printed inside notes
+after "s" units; ``--ignore REGEX`` adds patterns (matched against keys and note texts). Reproductions present in only one file are
 listed. Exit status 0 when everything compared is identical, 1 otherwise.
 """
 
@@ -31,11 +32,14 @@ from typing import Any
 
 #: keys whose values are durations or rates: never compared
 TIMING = re.compile(
-    r"(^|[\s_/(-])(elapsed|wall|cpu|seconds?|secs?|time|timing|runtime|latency|throughput)"
+    r"(^|[\s_/(-])(elapsed|wall|cpu|seconds?|secs?|times?|timing|runtime|latency|throughput)"
     r"($|[\s_/)-])|(^|[\s_])(s|ms|us)$|_(s|ms|us)(_|$)|\b(s|ms|us)/|/s\b"
     r"|(^|[\s_])(s|ms|us)[\s_]per([\s_]|$)|per[ _]s(ec(ond)?)?\b|mp/s|it/s",
     re.IGNORECASE,
 )
+#: keys of a table row's label: a row labelled with a duration or a rate ("...: measured ms")
+#: holds timings in its other cells
+ROW_LABELS = ("item", "metric", "quantity")
 #: claim units that are durations: such a claim's measured values are timings
 TIME_UNITS = frozenset({"s", "ms", "us", "µs", "min", "h"})
 #: durations inside free text (notes): "12.3 s", "4 min", "0.5 ms"
@@ -53,6 +57,9 @@ def _same(a: Any, b: Any) -> bool:
 def diff(a: Any, b: Any, path: str, ignore: list[re.Pattern[str]], out: list[str]) -> None:
     """Append the paths where ``a`` and ``b`` differ (timing keys skipped) to ``out``."""
     if isinstance(a, dict) and isinstance(b, dict):
+        label = next((a[k] for k in ROW_LABELS if isinstance(a.get(k), str)), None)
+        if label is not None and label in b.values() and TIMING.search(label):
+            return  # a timing row: its label is compared (equal), its cells are timings
         for k in sorted(set(a) | set(b), key=str):
             if TIMING.search(str(k)) or any(p.search(str(k)) for p in ignore):
                 continue
@@ -67,6 +74,8 @@ def diff(a: Any, b: Any, path: str, ignore: list[re.Pattern[str]], out: list[str
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             diff(x, y, f"{path}[{i}]", ignore, out)
     elif isinstance(a, str) and isinstance(b, str) and path.split("/")[-1].startswith("notes"):
+        if any(p.search(a) for p in ignore):
+            return  # --ignore also names notes (by their text), e.g. a sentence of timing ratios
         if _TEXT_TIMING.sub("<t>", a) != _TEXT_TIMING.sub("<t>", b):
             out.append(f"{path}: note text differs")
     elif not _same(a, b):

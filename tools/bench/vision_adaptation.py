@@ -56,7 +56,7 @@ def bench_prr() -> None:
 
 def bench_fedphoenix() -> None:
     from eff_vision.fedphoenix import PhoenixReset
-    from eff_vision.reproduce.fedphoenix import FedDigitsCNN
+    from eff_vision.models import FedDigitsCNN
 
     model = FedDigitsCNN()
     reset = PhoenixReset(theta=2 / 32, stop_round=100)

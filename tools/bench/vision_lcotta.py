@@ -38,7 +38,7 @@ from _bench import Bench, add_json_arg, median_cpu
 from torch import nn
 
 from eff_vision.lcotta import LCoTTA
-from eff_vision.reproduce.lcotta import LNDigitsMLP
+from eff_vision.models import LNDigitsMLP
 from eff_vision.tta import EATA
 
 STEPS = 60

@@ -123,11 +123,11 @@ def test_embed_extract_round_trip_and_keys():
 
 def test_lora_fine_tuning_leaves_the_gradient_span():
     """Documented limit: a LoRA-style update B·A is not confined to S_𝓛."""
-    from eff_vision.reproduce.fingerprint import _LoRAConv
+    from eff_vision.models import LoRAConv
 
     mod = FingerprintModule(4).double()
     z0 = invariant_coords(mod)
-    lora = _LoRAConv(mod.conv, 2, seed=0).double()
+    lora = LoRAConv(mod.conv, 2, seed=0).double()
     mod.conv = lora
     opt = torch.optim.SGD([lora.a, lora.b], lr=0.05)
     _sgd_steps(mod, opt, 3, 9)

@@ -10,6 +10,8 @@ Modules (import them directly; this package imports nothing heavy on its own):
 - ``eff_vision.robia``, ``eff_vision.lcotta`` (with the TTA baselines in ``eff_vision.tta``),
   ``eff_vision.svip``, ``eff_vision.rankmatch``, ``eff_vision.fedphoenix`` — adaptation under shift.
 - ``eff_vision.data`` and ``eff_vision.metrics`` — seeded generators and metrics shared by the methods.
+- ``eff_vision.models`` — the small models the reproductions train (digits CNNs and MLPs, the
+  fingerprinted net, a tiny-CLIP teacher).
 """
 
 from __future__ import annotations
@@ -189,9 +191,19 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "negclip_loss",
         "orientation",
         "param_groups",
+        "pretrained_tiny_clip",
         "swap_candidates",
         "swap_negative",
         "swap_within",
+    ),
+    "models": (
+        "ClipImageTeacher",
+        "DigitsCNN",
+        "FedDigitsCNN",
+        "FingerprintNet",
+        "LNDigitsMLP",
+        "LoRAConv",
+        "ldl_mlp",
     ),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -14,6 +14,8 @@ and the defaults (``train_args.py``, ``trigger_train.sh``, ``utils/train_utils.p
   1e-6, cosine with warm-up, logit scale ≤ 100) and :class:`CLICTrainer` for any model with
   OpenCLIP's ``encode_image`` / ``encode_text`` / ``logit_scale`` (no open_clip dependency).
 - :mod:`eff_vision.clic.tiny` — :class:`TinyCLIP` and :class:`WordTokenizer` (the reproduction's).
+- :mod:`eff_vision.clic.pretrain` — :func:`pretrained_tiny_clip`: the tiny CLIP pre-trained from
+  scratch on the shape captions (the reproduction's checkpoint; HAWAII's fifth teacher).
 - :mod:`eff_vision.clic.evaluate` — :func:`compositional_eval` (swap-att, replace-att, R@1).
 
 The data generator is :func:`eff_vision.data.shapes.make_shape_pairs`.
@@ -31,6 +33,7 @@ from eff_vision.clic.data import (
 )
 from eff_vision.clic.evaluate import compositional_eval
 from eff_vision.clic.loss import alternation_pattern, clic_loss, clip_loss, negclip_loss
+from eff_vision.clic.pretrain import pretrained_tiny_clip
 from eff_vision.clic.tiny import TinyCLIP, WordTokenizer
 from eff_vision.clic.train import CLICConfig, CLICTrainer, cosine_schedule, param_groups
 
@@ -51,6 +54,7 @@ __all__ = [
     "negclip_loss",
     "orientation",
     "param_groups",
+    "pretrained_tiny_clip",
     "swap_candidates",
     "swap_negative",
     "swap_within",

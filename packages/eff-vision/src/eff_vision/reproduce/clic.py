@@ -27,7 +27,6 @@ import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,7 @@ import torch
 
 from eff_shared.errors import check_choice, check_positive
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
-from eff_shared.seeding import derive_seed, make_rng
+from eff_shared.seeding import make_rng
 from eff_shared.torch import seeded
 from eff_vision.clic import (
     CLICConfig,
@@ -43,7 +42,6 @@ from eff_vision.clic import (
     ConcatPairDataset,
     SwapFallbackWarning,
     TinyCLIP,
-    WordTokenizer,
     alternation_pattern,
     clic_loss,
     clip_loss,
@@ -51,12 +49,13 @@ from eff_vision.clic import (
     concat_texts,
     swap_candidates,
 )
-from eff_vision.data.shapes import (
-    ShapeCaptionDataset,
-    make_shape_pairs,
-    shape_vocabulary,
-    shape_word_types,
+from eff_vision.clic.pretrain import (
+    images_to_tensor,
+    pretrained_tiny_clip,
+    shape_data,
+    shape_tokenizer,
 )
+from eff_vision.data.shapes import ShapeCaptionDataset, shape_word_types
 
 __all__ = ["CLICReproConfig", "experiment", "pretrained_tiny_clip", "run", "shape_data"]
 
@@ -92,64 +91,9 @@ class CLICReproConfig:
         check_positive("pretrain_lr", self.pretrain_lr)
 
 
-def _tokenizer() -> WordTokenizer:
-    return WordTokenizer(shape_vocabulary(), context_length=16)
-
-
-@lru_cache(maxsize=2)
-def shape_data(seed: int, n_train: int = 2000, n_test: int = 400):
-    """Training and test :class:`~eff_vision.data.shapes.ShapePairs` (independent seed streams)."""
-    return make_shape_pairs(n_train, derive_seed(seed, 301)), make_shape_pairs(
-        n_test, derive_seed(seed, 302)
-    )
-
-
-def _to_tensor(images: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(images.astype(np.float32) / 255.0).permute(0, 3, 1, 2).contiguous()
-
-
-@lru_cache(maxsize=2)
-def _pretrained_state(
-    seed: int, steps: int, batch: int, lr: float, n_train: int
-) -> dict[str, torch.Tensor]:
-    train, _ = shape_data(seed, n_train)
-    tok = _tokenizer()
-    images, tokens = _to_tensor(train.images), tok(train.captions)
-    with seeded(seed, 303):
-        model = TinyCLIP(len(tok), tok.context_length)
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
-        gen = torch.Generator().manual_seed(derive_seed(seed, 304))
-        order: list[int] = []
-        for _ in range(steps):
-            if len(order) < batch:
-                order += torch.randperm(len(images), generator=gen).tolist()
-            idx, order = order[:batch], order[batch:]
-            loss = clip_loss(
-                model.encode_image(images[idx]),
-                model.encode_text(tokens[idx]),
-                model.logit_scale.exp(),
-            )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            with torch.no_grad():
-                model.logit_scale.clamp_(0.0, float(np.log(100.0)))
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
-def pretrained_tiny_clip(
-    seed: int = 0, steps: int = 600, batch: int = 96, lr: float = 2e-3, n_train: int = 2000
-) -> TinyCLIP:
-    """A fresh copy of the tiny CLIP pre-trained from scratch on the shape captions (cached per setting)."""
-    tok = _tokenizer()
-    model = TinyCLIP(len(tok), tok.context_length)
-    model.load_state_dict(_pretrained_state(seed, steps, batch, lr, n_train))
-    return model
-
-
 def _dataset(train, seed: int) -> ConcatPairDataset:
     return ConcatPairDataset(
-        ShapeCaptionDataset(train), _tokenizer(), additional_positives=0, seed=seed,
+        ShapeCaptionDataset(train), shape_tokenizer(), additional_positives=0, seed=seed,
         word_types=shape_word_types, layout="side_by_side", mean=None, std=None,
     )  # fmt: skip
 
@@ -170,7 +114,7 @@ def _finetune(cfg: CLICReproConfig, method: str, seed: int) -> tuple[TinyCLIP, d
         # the official fallback (two random tokens swapped when the captions share every word of
         # every taggable type) is frequent with the toy's 7-word vocabulary: count it, don't print it
         warnings.simplefilter("always", SwapFallbackWarning)
-        hist = CLICTrainer(model, ccfg, _tokenizer()).fit(_dataset(train, seed))
+        hist = CLICTrainer(model, ccfg, shape_tokenizer()).fit(_dataset(train, seed))
     hist["fallback_negatives"] = sum(issubclass(w.category, SwapFallbackWarning) for w in caught)
     for w in caught:
         if not issubclass(w.category, SwapFallbackWarning):
@@ -180,7 +124,12 @@ def _finetune(cfg: CLICReproConfig, method: str, seed: int) -> tuple[TinyCLIP, d
 
 def _evaluate(model: TinyCLIP, test) -> dict[str, float]:
     return compositional_eval(
-        model, _to_tensor(test.images), test.captions, test.swapped, test.replaced, _tokenizer()
+        model,
+        images_to_tensor(test.images),
+        test.captions,
+        test.swapped,
+        test.replaced,
+        shape_tokenizer(),
     )
 
 

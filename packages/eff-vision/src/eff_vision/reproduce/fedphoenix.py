@@ -46,6 +46,7 @@ from eff_shared.seeding import derive_seed, make_rng
 from eff_shared.torch import torch_generator
 from eff_vision.data.digits import digits_splits
 from eff_vision.fedphoenix import PhoenixReset, ResetTrace, phoenix_pre_local_train
+from eff_vision.models import FedDigitsCNN  # re-exported: it lived here
 
 __all__ = [
     "ClientConfig",
@@ -61,20 +62,6 @@ __all__ = [
     "run",
     "with_marker",
 ]
-
-
-class FedDigitsCNN(nn.Module):
-    """conv(1→16) → ReLU → conv(16→32) → ReLU → maxpool 2 → fc(32·4·4 → 10), 3×3, padding 1."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.fc = nn.Linear(32 * 4 * 4, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
-        return self.fc(x.flatten(1))
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from eff_vision.fingerprint import (
     revised_fourier,
     verify,
 )
+from eff_vision.models import FingerprintNet, LoRAConv  # FingerprintNet re-exported: it lived here
 
 __all__ = [
     "ATTACKS",
@@ -53,28 +54,6 @@ __all__ = [
 ]
 
 ATTACKS = ("sgd", "sgd_wd", "adam", "adam_1e-2", "lora_sgd", "perm")
-
-
-class FingerprintNet(nn.Module):
-    """c1 → ReLU → FingerprintModule → ReLU → maxpool 2 → c2 → ReLU → GAP → FC."""
-
-    def __init__(
-        self,
-        channels: int = 16,
-        kernel_size: int = 5,
-        band: int = 1,
-        padding_mode: str = "circular",
-    ) -> None:
-        super().__init__()
-        self.c1 = nn.Conv2d(1, channels, 3, padding=1)
-        self.fp = FingerprintModule(channels, kernel_size, (8, 8), band, padding_mode)
-        self.c2 = nn.Conv2d(channels, 32, 3, padding=1)
-        self.fc = nn.Linear(32, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.relu(self.fp(F.relu(self.c1(x))))
-        h = F.relu(self.c2(F.max_pool2d(h, 2)))
-        return self.fc(h.mean((2, 3)))
 
 
 AttackFn = Callable[[FingerprintNet, dict[str, torch.Tensor], int], nn.Module]
@@ -143,29 +122,6 @@ def _rel_change(z: torch.Tensor, z0: torch.Tensor, rescale: bool = False) -> flo
     return float((z - z0).norm() / z0.norm())
 
 
-class _LoRAConv(nn.Module):
-    """W₀ (frozen) + B·A on a circular conv, peft-style: A ~ kaiming-like, B = 0."""
-
-    def __init__(self, conv: nn.Conv2d, rank: int, seed: int) -> None:
-        super().__init__()
-        self.base = conv
-        conv.weight.requires_grad_(False)
-        o, i, kh, kw = conv.weight.shape
-        g = torch.Generator().manual_seed(seed)
-        self.a = nn.Parameter(torch.randn(rank, i, kh, kw, generator=g) / (i * kh * kw) ** 0.5)
-        self.b = nn.Parameter(torch.zeros(o, rank))
-        self.padding_mode = conv.padding_mode
-        # F.pad's name of the conv's padding ("zeros" is "constant")
-        self._pad_mode = {"zeros": "constant"}.get(conv.padding_mode, conv.padding_mode)
-
-    def merged(self) -> torch.Tensor:
-        return self.base.weight + torch.einsum("or,rikl->oikl", self.b, self.a)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        p = self.base.padding[0]
-        return F.conv2d(F.pad(x, (p, p, p, p), mode=self._pad_mode), self.merged())
-
-
 def _attack(
     owner: FingerprintNet, kind: str, cfg: FingerprintReproConfig, data: dict, seed: int
 ) -> FingerprintNet:
@@ -184,7 +140,7 @@ def _attack(
     net.fc = nn.Linear(32, 10)  # new head for the new task
     lora = None
     if kind == "lora_sgd":
-        lora = _LoRAConv(net.fp.conv, cfg.lora_rank, seed + 5)
+        lora = LoRAConv(net.fp.conv, cfg.lora_rank, seed + 5)
         net.fp.conv = lora  # type: ignore[assignment]
     if kind.startswith("sgd") or kind == "lora_sgd":
         wd = cfg.weight_decay if kind == "sgd_wd" else 0.0

@@ -58,6 +58,7 @@ from eff_vision.hawaii import (
     get_hawaii_model,
     merge_and_unload,
 )
+from eff_vision.models import ClipImageTeacher
 
 __all__ = [
     "OTHER_EPOCHS",
@@ -144,28 +145,14 @@ def pretrained_student(seed: int = 0, epochs: int = 10) -> TinyViT:
     return vit.eval()
 
 
-class _ClipTeacher(nn.Module):
-    """The tiny CLIP image tower as a teacher: digits → 3 channels, 32×32; its last conv map."""
-
-    def __init__(self, visual: nn.Module) -> None:
-        super().__init__()
-        self.visual = visual
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        img = F.interpolate(
-            x.expand(-1, 3, -1, -1), size=(32, 32), mode="bilinear", align_corners=False
-        )
-        return self.visual.feature_map(img)
-
-
 def _teachers(cfg: HawaiiReproConfig, seed: int) -> dict[str, nn.Module]:
     bb = toy_digit_backbones(seed)
     out: dict[str, nn.Module] = {}
     for name in cfg.teachers:
         if name == "clip":
-            from eff_vision.reproduce.clic import pretrained_tiny_clip
+            from eff_vision.clic.pretrain import pretrained_tiny_clip
 
-            out[name] = _ClipTeacher(pretrained_tiny_clip(seed).visual)
+            out[name] = ClipImageTeacher(pretrained_tiny_clip(seed).visual)
         else:
             out[name] = bb.models[name]
     return out

@@ -44,6 +44,7 @@ from eff_vision._training import accuracy, train_classifier
 from eff_vision.data.corruptions import DIGIT_CORRUPTIONS, digits_stream
 from eff_vision.data.digits import digits_splits
 from eff_vision.lcotta import GradientSubspaceTracker, LCoTTA
+from eff_vision.models import LNDigitsMLP  # re-exported: it lived here
 from eff_vision.tta import EATA, NormAdapt, Tent
 
 __all__ = [
@@ -59,21 +60,6 @@ __all__ = [
 ]
 
 METHODS = ("source", "norm", "tent", "eata", "lcotta")
-
-
-class LNDigitsMLP(nn.Module):
-    """Flatten → Linear 64→128 → LN → ReLU → Linear 128→64 → LN → ReLU → Linear 64→10."""
-
-    def __init__(self, hidden: tuple[int, int] = (128, 64), n_classes: int = 10) -> None:
-        super().__init__()
-        h1, h2 = hidden
-        self.net = nn.Sequential(
-            nn.Flatten(), nn.Linear(64, h1), nn.LayerNorm(h1), nn.ReLU(),
-            nn.Linear(h1, h2), nn.LayerNorm(h2), nn.ReLU(), nn.Linear(h2, n_classes),
-        )  # fmt: skip
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
 
 
 #: The adapted sets of :class:`LCoTTAReproConfig` ``params``: the norm layers' affines (the

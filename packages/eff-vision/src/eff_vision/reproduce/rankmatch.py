@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_shared.seeding import derive_seed
 from eff_vision.data.ldl import DIGITS_SHAPE, LDLSplit, make_digits_ldl, make_synthetic_ldl
 from eff_vision.metrics.ldl import LOWER_IS_BETTER, ldl_report
+from eff_vision.models import ldl_mlp
 from eff_vision.rankmatch import (
     Augment,
     GaussianNoise,
@@ -120,13 +120,6 @@ def _splits(data: Splits | DataBuilder, seed: int) -> tuple[LDLSplit, LDLSplit, 
     return LDLSplit(xl.numpy(), dl.numpy()), LDLSplit(xu.numpy()), LDLSplit(xt.numpy(), dt.numpy())
 
 
-def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Module:
-    return nn.Sequential(
-        nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-        nn.Linear(hidden, n_out),
-    )  # fmt: skip
-
-
 def experiment(
     cfg: RankMatchReproConfig,
     seed: int,
@@ -154,11 +147,11 @@ def experiment(
     strong = GaussianNoise(cfg.strong_std) if strong_aug is None else strong_aug
     n_in, n_out = lab.x.shape[1], lab.d.shape[1]
     torch.manual_seed(derive_seed(seed, 72))
-    init = _mlp(n_in, cfg.hidden, n_out).state_dict()
+    init = ldl_mlp(n_in, cfg.hidden, n_out).state_dict()
     x_test = torch.from_numpy(test.x)
     rows, metrics, times = [], {}, {}
     for key, label in METHODS.items():
-        model = _mlp(n_in, cfg.hidden, n_out)
+        model = ldl_mlp(n_in, cfg.hidden, n_out)
         model.load_state_dict(init)
         loss = RankMatchLoss(
             lambda_u=0.0 if key == "sup" else cfg.lambda_u,
@@ -207,7 +200,7 @@ def mechanics(seed: int) -> list[Claim]:
     shrunk_margin = float(prr_loss(same_rank, d, margin=True))
     loss = RankMatchLoss()
     sched = [loss.unlabeled_weight(t) for t in (0, 199, 200, 450, 700, 1499)]
-    model = _mlp(6, 8, 6)
+    model = ldl_mlp(6, 8, 6)
     q = loss.pseudo_label(model, torch.randn(4, 6, generator=gen), GaussianNoise(0.1), gen)
     # hand-computed LDL metrics on a 2-sample example
     pm = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]], dtype=torch.float64)

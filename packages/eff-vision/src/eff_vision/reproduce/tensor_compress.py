@@ -37,6 +37,7 @@ from eff_shared.errors import check_choice, check_int
 from eff_shared.reproduce import Claim, Mode, Result, claim_seeds, paper_claim
 from eff_vision._training import accuracy, train_classifier
 from eff_vision.data.digits import digits_splits
+from eff_vision.models import DigitsCNN  # re-exported: it lived here
 from eff_vision.tensor_compress import (
     conv_flops,
     cp_als_sigma,
@@ -72,23 +73,6 @@ SWEEP_METHODS = (
     "CPD-ALS-Σ",
     "Tucker-2-ALS-Σ (searched ranks)",
 )
-
-
-class DigitsCNN(nn.Module):
-    """c1 1→16 → ReLU → c2 16→32 → ReLU → maxpool 2 → c3 32→32 → ReLU → GAP → FC 10 (3×3, pad 1)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.c1 = nn.Conv2d(1, 16, 3, padding=1)
-        self.c2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.c3 = nn.Conv2d(32, 32, 3, padding=1)
-        self.fc = nn.Linear(32, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.c1(x))
-        x = F.max_pool2d(F.relu(self.c2(x)), 2)
-        x = F.relu(self.c3(x))
-        return self.fc(x.mean((2, 3)))
 
 
 @dataclass(frozen=True)
