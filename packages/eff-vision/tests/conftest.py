@@ -21,6 +21,6 @@ threadpool_limits(1)
 @pytest.fixture(scope="session")
 def digits_cnn():
     """The tensor-compression reproduction's digits CNN (12 epochs, seed 0) and its data."""
-    from eff_vision.reproduce.tensor_compress import TensorCompressConfig, train_digits_cnn
+    from eff_vision.reproduce.tensor_compress import TensorCompressReproConfig, train_digits_cnn
 
-    return train_digits_cnn(TensorCompressConfig(epochs=12), 0)
+    return train_digits_cnn(TensorCompressReproConfig(epochs=12), 0)

@@ -264,9 +264,9 @@ def test_same_seed_same_result():
         torch.equal(x, y) for x, y in zip(a[1], b[1], strict=True)
     )
     assert not torch.equal(a[0], c[0])
-    from eff_vision.reproduce.tensor_compress import TensorCompressConfig, train_digits_cnn
+    from eff_vision.reproduce.tensor_compress import TensorCompressReproConfig, train_digits_cnn
 
-    cfg = TensorCompressConfig(n_train=128, n_test=64, epochs=2)
+    cfg = TensorCompressReproConfig(n_train=128, n_test=64, epochs=2)
     m1, _ = train_digits_cnn(cfg, 5)
     m2, _ = train_digits_cnn(cfg, 5)
     assert all(torch.equal(p, q) for p, q in zip(m1.parameters(), m2.parameters(), strict=True))
@@ -359,9 +359,9 @@ SMALL = dict(
 
 def test_experiment_takes_a_calibration_set_of_the_users_choice():
     from eff_vision.data.digits import digits_splits
-    from eff_vision.reproduce.tensor_compress import TensorCompressConfig, experiment
+    from eff_vision.reproduce.tensor_compress import TensorCompressReproConfig, experiment
 
-    cfg = TensorCompressConfig(**SMALL)
+    cfg = TensorCompressReproConfig(**SMALL)
     default = experiment(cfg, 2)
     (xtr, _), _ = digits_splits((300, 120), 2)
     same = experiment(cfg, 2, calib=xtr[:64])
@@ -383,9 +383,13 @@ def test_experiment_takes_a_calibration_set_of_the_users_choice():
 
 
 def test_sweep_follows_the_main_protocol_and_within_points():
-    from eff_vision.reproduce.tensor_compress import TensorCompressConfig, experiment, within_points
+    from eff_vision.reproduce.tensor_compress import (
+        TensorCompressReproConfig,
+        experiment,
+        within_points,
+    )
 
-    cfg = TensorCompressConfig(**SMALL, sweep_ratios=(0.15, 0.25))
+    cfg = TensorCompressReproConfig(**SMALL, sweep_ratios=(0.15, 0.25))
     out = experiment(cfg, 1)
     sweep = out["sweep"]
     assert sweep["ratios"] == [0.15, 0.25]
@@ -402,9 +406,9 @@ def test_sweep_follows_the_main_protocol_and_within_points():
     assert within_points([0.1, 0.2, 0.3], [0.96, 0.90, 0.97], 0.97) == 0.3  # must hold above too
     assert within_points([0.1, 0.2], [0.5, 0.6], 0.97) is None
     with pytest.raises(ValueError, match="sweep_ratios must be increasing"):
-        TensorCompressConfig(sweep_ratios=(0.25, 0.15))
+        TensorCompressReproConfig(sweep_ratios=(0.25, 0.15))
     with pytest.raises(ValueError, match="sweep_ratios must be increasing"):
-        TensorCompressConfig(sweep_ratios=(0.0,))
+        TensorCompressReproConfig(sweep_ratios=(0.0,))
 
 
 def test_full_mode_sweep_report_plot_within_and_strong_ratio_claims():

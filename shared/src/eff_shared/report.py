@@ -14,7 +14,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from eff_shared.reproduce import FAIL, NOT_JUDGED, PASS, XFAIL, XPASS, Claim, Result, summarize
+from eff_shared.reproduce import (  # json_default lives there: the worker serialises with it
+    FAIL,
+    NOT_JUDGED,
+    PASS,
+    XFAIL,
+    XPASS,
+    Claim,
+    Result,
+    json_default,
+    summarize,
+)
 
 __all__ = [
     "claims_table",
@@ -234,15 +244,6 @@ def _json_or_str(obj: Any) -> Any:
         return json_default(obj)
     except TypeError:
         return str(obj)  # paths, dtypes, enums in CLI rows
-
-
-def json_default(obj: Any) -> Any:
-    # numpy scalars and arrays reach here from metrics; keep the core free of a numpy import cost.
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if hasattr(obj, "item"):
-        return obj.item()
-    raise TypeError(f"cannot serialise {type(obj).__name__} to JSON")
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:

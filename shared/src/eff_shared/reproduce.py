@@ -484,13 +484,18 @@ def _init_worker(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
+def json_default(obj: Any) -> Any:
+    # numpy scalars and arrays reach here from metrics; keep the core free of a numpy import cost.
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"cannot serialise {type(obj).__name__} to JSON")
+
+
 def _run_in_worker(name: str, mode: Mode, seed: int) -> dict[str, Any]:
     # Sent back as plain JSON data: metrics may hold numpy or torch values, and the parent must
     # not need torch to unpickle them.
-    import json
-
-    from eff_shared.report import json_default
-
     return json.loads(json.dumps(run_one(name, mode, seed).to_dict(), default=json_default))
 
 

@@ -32,7 +32,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,10 +40,16 @@ from scipy.optimize import linprog
 
 from eff_shared.errors import check_int
 
-if TYPE_CHECKING:
-    from eff_games.policy import TabularPolicy
-
 __all__ = ["EFG", "GameState", "Level", "Treeplex", "build_efg"]
+
+
+class SequenceFormPolicy(Protocol):
+    """What :meth:`EFG.expected_value` needs of a policy (:class:`~eff_games.policy.TabularPolicy`
+    is one; a Protocol here keeps efg.py free of an import of policy.py, which imports efg.py)."""
+
+    game: Any
+
+    def sequence_form(self) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 class GameState(Protocol):
@@ -372,7 +378,7 @@ class EFG:
             return self._A @ x_other
         return -(self._At @ x_other)
 
-    def expected_value(self, policy: TabularPolicy) -> float:
+    def expected_value(self, policy: SequenceFormPolicy) -> float:
         """Player 0's expected payoff under a :class:`~eff_games.policy.TabularPolicy` (chips)."""
         if getattr(policy, "game", None) is not self:
             raise ValueError(f"policy must be a TabularPolicy of this game ({self.name!r})")

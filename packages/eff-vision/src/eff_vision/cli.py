@@ -55,10 +55,10 @@ def tensor_compress_cmd(
 
     pin_threads(1)
     threadpool_limits(1)  # and numpy's BLAS
-    from eff_vision.reproduce.tensor_compress import TensorCompressConfig, experiment
+    from eff_vision.reproduce.tensor_compress import TensorCompressReproConfig, experiment
 
     methods = _csv(method, ("tucker2", "cp"), "--method")
-    out = experiment(TensorCompressConfig(ratio=ratio, epochs=epochs), seed)
+    out = experiment(TensorCompressReproConfig(ratio=ratio, epochs=epochs), seed)
     keep = {"tucker2": "Tucker", "cp": "CPD"}
     rows = [
         r

@@ -326,15 +326,17 @@ def _one_seed(cfg: CLICReproConfig, seed: int) -> dict[str, Any]:
     }
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0, cfg: CLICReproConfig | None = None) -> Result:
     """Paper claims over seeds seed..seed+4 in full mode; quick mode (1 seed, 100 pre-training and
-    40 fine-tuning steps) is a smoke run that judges the checks (the paper claims in full mode)."""
+    40 fine-tuning steps) is a smoke run that judges the checks (the paper claims in full mode).
+    ``cfg`` (default: the mode's) replaces the configuration; ``mode`` still picks the seeds."""
     check_choice("mode", mode, ["quick", "full"])
-    cfg = (
-        CLICReproConfig()
-        if mode == "full"
-        else CLICReproConfig(pretrain_steps=100, finetune_steps=40)
-    )
+    if cfg is None:
+        cfg = (
+            CLICReproConfig()
+            if mode == "full"
+            else CLICReproConfig(pretrain_steps=100, finetune_steps=40)
+        )
     t0 = time.perf_counter()
     seeds = claim_seeds(mode, seed, quick=1, full=5)
     per = {s: _one_seed(cfg, s) for s in seeds}

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -399,11 +399,13 @@ def _one_seed(
     return {"runs": runs, "traces": traces, "gain": gain}
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0, cfg: FedPhoenixReproConfig | None = None) -> Result:
     """Paper claims over seeds (quick: 1 seed, 100 rounds, r_s = 0.4·R; full: seeds seed..seed+4,
-    150 rounds, r_s ∈ {0.4, 0.8}·R, and β = 0.3 at the master seed as information)."""
+    150 rounds, r_s ∈ {0.4, 0.8}·R, and β = 0.3 at the master seed as information). ``cfg``
+    (default: the mode's) replaces the configuration; ``mode`` still picks seeds and extra rows."""
     check_choice("mode", mode, ["quick", "full"])
-    cfg = FedPhoenixReproConfig() if mode == "full" else FedPhoenixReproConfig(rounds=100)
+    if cfg is None:
+        cfg = FedPhoenixReproConfig() if mode == "full" else FedPhoenixReproConfig(rounds=100)
     result = Result(
         name="vision.fedphoenix", mode=mode, seed=seed,
         paper_title="Rising from Ashes: Generalized Federated Learning via Dynamic Parameter Reset",
@@ -471,7 +473,7 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
         "(conv1: 1 of 16 kernels, conv2: 2 of 32 per client copy while active).",
     ]
     if mode == "full":
-        cfg3 = FedPhoenixReproConfig(beta=0.3)
+        cfg3 = replace(cfg, beta=0.3)
         a3 = federate(cfg3, seed, None)
         p3 = federate(cfg3, seed, PhoenixReset(theta=cfg.theta, stop_round=round(0.4 * cfg.rounds)))
         for name, r in (("FedAvg", a3), ("FedPhoenix r_s=0.4·R", p3)):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -251,22 +251,20 @@ PAPER = ("abstract: the fingerprint provably resists fine-tuning, unlike weight 
          "fine-tuning erases (no number retrieved)")  # fmt: skip
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0, cfg: FingerprintReproConfig | None = None) -> Result:
     """The (S)GD guarantees and the mechanics are checks at the master seed; the empirical
     statements (the naive watermark degrades, Adam is approximately covered) are paper claims over
-    seeds (quick: 1 seed; full: seeds seed..seed+4, the SGD and Adam attacks at every seed)."""
+    seeds (quick: 1 seed; full: seeds seed..seed+4, the SGD and Adam attacks at every seed).
+    ``cfg`` (default: the mode's attacks) replaces the configuration at the master seed."""
     check_choice("mode", mode, ["quick", "full"])
     attacks = ("sgd", "sgd_wd", "adam", "perm")
     if mode == "full":
         attacks = (*attacks, "adam_1e-2", "lora_sgd")
-    cfg = FingerprintReproConfig(attacks=attacks)
+    cfg = FingerprintReproConfig(attacks=attacks) if cfg is None else cfg
     out = experiment(cfg, seed)
     own, att = out["owner"], out["attacks"]
     seeds = claim_seeds(mode, seed, quick=1, full=5)
-    extra = {
-        s: experiment(FingerprintReproConfig(attacks=("sgd", "adam")), s)["attacks"]
-        for s in seeds[1:]
-    }
+    extra = {s: experiment(replace(cfg, attacks=("sgd", "adam")), s)["attacks"] for s in seeds[1:]}
     per_att = {seed: att, **extra}
     naive = [per_att[s]["sgd"]["ber_naive"] for s in seeds]
     adam = [per_att[s]["adam"]["ber"] for s in seeds]

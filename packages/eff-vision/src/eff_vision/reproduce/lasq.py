@@ -198,13 +198,16 @@ def _one_seed(cfg: LASQReproConfig, seed: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0, cfg: LASQReproConfig | None = None) -> Result:
     """Paper claims over seeds (quick: 1 seed; full: seeds seed..seed+4; the seed draws the
-    low-light noise); the prior's mechanics and the learned student's smoke test are checks."""
+    low-light noise); the prior's mechanics and the learned student's smoke test are checks.
+    ``cfg`` (default: the mode's) replaces the configuration; ``mode`` still picks the seeds."""
     check_choice("mode", mode, ["quick", "full"])
-    cfg = LASQReproConfig(
-        smoke_pretrain_steps=60 if mode == "full" else 30, smoke_steps=300 if mode == "full" else 40
-    )
+    if cfg is None:
+        cfg = LASQReproConfig(
+            smoke_pretrain_steps=60 if mode == "full" else 30,
+            smoke_steps=300 if mode == "full" else 40,
+        )
     seeds = claim_seeds(mode, seed, quick=1, full=5)
     per = {s: _one_seed(cfg, s) for s in seeds}
     out, rows = per[seed]["out"], per[seed]["rows"]

@@ -398,11 +398,13 @@ def _sweep_into(result: Result, cfg: LCoTTAReproConfig, seeds: list[int],
     )  # fmt: skip
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0, cfg: LCoTTAReproConfig | None = None) -> Result:
     """Paper claims over seeds (quick: 1 seed, 8 rounds; full: seeds seed..seed+4, 24 rounds);
-    the mechanics are checks at the master seed."""
+    the mechanics are checks at the master seed. ``cfg`` (default: the mode's) replaces the
+    configuration; ``mode`` still picks the seeds."""
     check_choice("mode", mode, ["quick", "full"])
-    cfg = LCoTTAReproConfig(rounds=8 if mode == "quick" else 24)
+    if cfg is None:
+        cfg = LCoTTAReproConfig(rounds=8 if mode == "quick" else 24)
     seeds = claim_seeds(mode, seed, quick=1, full=5)
     per = {s: _one_seed(cfg, s) for s in seeds}
     out = per[seed]["out"]

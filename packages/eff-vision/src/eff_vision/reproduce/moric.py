@@ -203,13 +203,15 @@ PAPER = ("state of the art in single-object compression (DAVIS) for bpp > 0.5 ag
 FULL: tuple[Mode, ...] = ("full",)
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0, cfg: MoRICReproConfig | None = None) -> Result:
     """The contour coder and codec mechanics are checks (master seed); the single-object
     comparisons are paper claims over seeds seed..seed+4 (full mode, 1200 iterations). Quick mode
-    runs 150 iterations at one seed: a smoke run whose paper claims are judged in full mode."""
+    runs 150 iterations at one seed: a smoke run whose paper claims are judged in full mode.
+    ``cfg`` (default: the mode's) replaces the configuration; ``mode`` still picks the seeds."""
     check_choice("mode", mode, ["quick", "full"])
     full = mode == "full"
-    cfg = MoRICReproConfig(single_iters=1200 if full else 150, lite=full)
+    if cfg is None:
+        cfg = MoRICReproConfig(single_iters=1200 if full else 150, lite=full)
     con = contour_experiment(cfg, seed)
     mech = mechanics_experiment(cfg, seed)
     seeds = claim_seeds(mode, seed, quick=1, full=5)

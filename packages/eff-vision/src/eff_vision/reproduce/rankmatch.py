@@ -347,11 +347,12 @@ def _record(result: Result, tag: str, per: dict[int, dict[str, Any]], seeds: lis
     )
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
+def run(mode: Mode = "quick", seed: int = 0, cfg: RankMatchReproConfig | None = None) -> Result:
     """Paper claims per label budget (100 and 50 labels) over seeds seed..seed+4 in full mode,
     and the same claims in the two :data:`SETTINGS` beyond the defaults (full mode only).
     Quick mode is a smoke run (100 labels, one seed, 750 steps: the warm-up and ramp then end
-    together) that judges the checks; its paper claims are judged in full mode."""
+    together) that judges the checks; its paper claims are judged in full mode. ``cfg`` (default:
+    the mode's, per budget) replaces the configuration and its ``n_labeled`` is the one budget."""
     check_choice("mode", mode, ["quick", "full"])
     result = Result(
         name="vision.rankmatch", mode=mode, seed=seed,
@@ -365,8 +366,11 @@ def run(mode: Mode = "quick", seed: int = 0) -> Result:
     else:
         budgets, steps = (100, 50), RankMatchReproConfig().steps
     seeds = claim_seeds(mode, seed, quick=1, full=5)
+    if cfg is not None:  # the caller's configuration: its own label budget
+        budgets = (cfg.n_labeled,)
+    base = cfg
     for n_lab in budgets:
-        cfg = RankMatchReproConfig(n_labeled=n_lab, steps=steps)
+        cfg = base or RankMatchReproConfig(n_labeled=n_lab, steps=steps)
         per = {s: _one_seed(cfg, s) for s in seeds}
         tag = f"{n_lab} labels"
         _record(result, tag, per, seeds)

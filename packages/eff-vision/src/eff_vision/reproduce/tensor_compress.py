@@ -26,7 +26,7 @@ import math
 import statistics
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -58,6 +58,7 @@ __all__ = [
     "SWEEP_RATIOS",
     "DigitsCNN",
     "TensorCompressConfig",
+    "TensorCompressReproConfig",
     "experiment",
     "run",
     "within_points",
@@ -76,7 +77,7 @@ SWEEP_METHODS = (
 
 
 @dataclass(frozen=True)
-class TensorCompressConfig:
+class TensorCompressReproConfig:
     """Data, training, ratio and ALS settings (defaults: the spec). ``sweep_ratios``: ratios at which
     :func:`experiment` also compresses the same trained CNN (empty: no sweep); ``sweep_rank_search``
     adds Tucker-2-ALS-Σ at Σ-searched ranks to the sweep."""
@@ -108,7 +109,11 @@ class TensorCompressConfig:
             )
 
 
-def train_digits_cnn(cfg: TensorCompressConfig, seed: int) -> tuple[DigitsCNN, dict[str, Any]]:
+#: the former name (kept as an alias)
+TensorCompressConfig = TensorCompressReproConfig
+
+
+def train_digits_cnn(cfg: TensorCompressReproConfig, seed: int) -> tuple[DigitsCNN, dict[str, Any]]:
     (xtr, ytr), (xte, yte) = digits_splits((cfg.n_train, cfg.n_test), seed)
     torch.manual_seed(seed)
     model = DigitsCNN()
@@ -158,7 +163,7 @@ def _hooi(weight: torch.Tensor, rank: tuple[int, int], iters: int = 500) -> torc
 
 
 def _calib_batches(
-    calib: torch.Tensor | Iterable | None, data: dict, cfg: TensorCompressConfig
+    calib: torch.Tensor | Iterable | None, data: dict, cfg: TensorCompressReproConfig
 ) -> list:
     if calib is None:
         return [data["xtr"][: cfg.calib_images]]
@@ -181,7 +186,7 @@ def _calib_batches(
 
 
 def experiment(
-    cfg: TensorCompressConfig, seed: int, calib: torch.Tensor | Iterable | None = None
+    cfg: TensorCompressReproConfig, seed: int, calib: torch.Tensor | Iterable | None = None
 ) -> dict[str, Any]:
     """Train the digits CNN, estimate Σ, compress c2 and c3 with the four decompositions.
 
@@ -296,7 +301,7 @@ def experiment(
 
 
 def _sweep(
-    model: nn.Module, data: dict, cfg: TensorCompressConfig, sig: dict[str, torch.Tensor]
+    model: nn.Module, data: dict, cfg: TensorCompressReproConfig, sig: dict[str, torch.Tensor]
 ) -> dict[str, Any]:
     """Accuracy (no fine-tuning) of every :data:`SWEEP_METHODS` entry at each of
     ``cfg.sweep_ratios``, with the ranks used; the protocol of the main comparison at each ratio
@@ -520,22 +525,22 @@ def _add_sweep(result: Result, outs: dict[int, dict[str, Any]], seeds: list[int]
         )
 
 
-def run(mode: Mode = "quick", seed: int = 0) -> Result:
+def run(
+    mode: Mode = "quick", seed: int = 0, cfg: TensorCompressReproConfig | None = None
+) -> Result:
     """Accuracy comparisons are paper claims over seeds (quick: 1 seed; full: seeds seed..seed+4,
     each training its own CNN); the Σ-error ratios, ALS monotonicity, HOOI equivalence and the
-    mechanics are checks at the master seed."""
+    mechanics are checks at the master seed. ``cfg`` (default: the mode's) replaces the
+    configuration; ``mode`` still picks the seeds."""
     check_choice("mode", mode, ["quick", "full"])
     sweep = SWEEP_RATIOS if mode == "full" else ()
-    cfg = TensorCompressConfig(sweep_ratios=sweep)
+    cfg = TensorCompressReproConfig(sweep_ratios=sweep) if cfg is None else cfg
     out = experiment(cfg, seed)
     res, orig = out["results"], out["orig_acc"]
     tucker_s, cp_s = res["Tucker-2-ALS-Σ"], res["CPD-ALS-Σ"]
     tucker_f, cp_f = res["Tucker-2 Frobenius"], res["CPD Frobenius"]
     seeds = claim_seeds(mode, seed, quick=1, full=5)
-    others = {
-        s: experiment(TensorCompressConfig(report_centered=False, sweep_ratios=sweep), s)
-        for s in seeds[1:]
-    }
+    others = {s: experiment(replace(cfg, report_centered=False), s) for s in seeds[1:]}
     acc = {seed: _accuracies(out), **{s: _accuracies(o) for s, o in others.items()}}
     result = Result(
         name="vision.tensor_compress", mode=mode, seed=seed,
