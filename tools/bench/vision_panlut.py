@@ -34,7 +34,7 @@ from eff_vision.data.pansharpen import wald_degrade
 from eff_vision.metrics import pansharpen as M
 from eff_vision.panlut import bicubic_upsample, peak_tensor_bytes
 from eff_vision.panlut.baselines import PNN
-from eff_vision.reproduce.panlut import PanLUTReproConfig, _torch_predict, experiment
+from eff_vision.reproduce.panlut import PanLUTReproConfig, experiment, torch_predict
 
 GATHER, FUSED = "Pan-LUT gather (reference)", "Pan-LUT fused"
 BAKED_TORCH, BAKED = "Pan-LUT baked, torch", "Pan-LUT baked, fused"
@@ -56,7 +56,7 @@ def scenes(size: int, ratio: int = 4) -> dict[str, tuple[np.ndarray, np.ndarray]
 
 def scored(model, tests) -> tuple[float, list[np.ndarray]]:
     """(mean PSNR over the test images, the sharpened images)."""
-    images = [_torch_predict(model, t["ms"], t["pan"]) for t in tests]
+    images = [torch_predict(model, t["ms"], t["pan"]) for t in tests]
     return float(
         np.mean([M.psnr(t["gt"], im) for t, im in zip(tests, images, strict=True)])
     ), images

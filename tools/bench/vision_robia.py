@@ -40,7 +40,7 @@ from _bench import Bench, add_json_arg, median_cpu
 
 import eff_vision.robia as robia_mod
 from eff_vision.data.stereo import SyntheticStereo, TinyStereoNet
-from eff_vision.robia import AttExMoE, FullFineTune, RobIA, StereoBNAdapt, _sgbm_batch
+from eff_vision.robia import AttExMoE, FullFineTune, RobIA, StereoBNAdapt, sgbm_batch
 
 FRAMES = 8
 MAX_DISP = 24
@@ -96,14 +96,14 @@ def phases(method: torch.nn.Module, frames: list, repeats: int = 3) -> dict[str,
         patched += [(teacher, "predict"), (teacher, "update")]
         teacher.predict = _timed(teacher.predict, "teacher forward", acc)
         teacher.update = _timed(teacher.update, "teacher EMA", acc)
-    robia_mod._sgbm_batch = _timed(_sgbm_batch, "SGBM", acc)
+    robia_mod.sgbm_batch = _timed(sgbm_batch, "SGBM", acc)
     try:
         t0 = time.process_time()
         for _ in range(repeats):
             run_frames(method, frames)
         total = time.process_time() - t0
     finally:
-        robia_mod._sgbm_batch = _sgbm_batch
+        robia_mod.sgbm_batch = sgbm_batch
         for obj, name in patched:
             del obj.__dict__[name]
     n = repeats * len(frames)
@@ -130,7 +130,7 @@ def main() -> int:
 
     def sgbm() -> None:
         for left, right in frames:
-            _sgbm_batch(left, right)
+            sgbm_batch(left, right)
 
     jobs = {k: (lambda m=m: run_frames(m, frames), 1) for k, m in ms.items()} | {"SGBM": (sgbm, 1)}
     med = {k: 1e3 * v / FRAMES for k, v in median_cpu(jobs, args.rounds).items()}

@@ -311,7 +311,7 @@ def test_quick_reproduction_claims_hold():
 
 
 def test_digits_ldl_is_the_smoothed_vote_histogram_of_the_nearest_teacher_images():
-    from eff_vision.data.digits import _digits
+    from eff_vision.data.digits import digits_arrays
     from eff_vision.data.ldl import DIGITS_SHAPE, make_digits_ldl
 
     lab, unl, test = make_digits_ldl(n_labeled=30, n_unlabeled=40, n_test=50, n_teacher=200,
@@ -322,7 +322,7 @@ def test_digits_ldl_is_the_smoothed_vote_histogram_of_the_nearest_teacher_images
     # brute-force reference: the seeded permutation cuts teacher pool, labelled, unlabelled, test
     from eff_shared.seeding import make_rng
 
-    images, classes = _digits()
+    images, classes = digits_arrays()
     flat = images.reshape(len(images), -1)
     perm = make_rng(3, 75).permutation(len(flat))
     teach, test_idx = perm[:200], perm[270:320]

@@ -59,6 +59,7 @@ __all__ = [
     "kl_divergence",
     "ldl_report",
     "prr_loss",
+    "split_xd",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -396,7 +397,10 @@ class RankMatchLoss(nn.Module):
         return loss, logs
 
 
-def _split_xd(data: Any, name: str, need_d: bool) -> tuple[Tensor, Tensor | None]:
+def split_xd(data: Any, name: str, need_d: bool) -> tuple[Tensor, Tensor | None]:
+    """Features and (when ``need_d``) label distributions of ``data`` (an ``LDLSplit``, an
+    ``(x, d)`` pair or a bare feature array) as float tensors; ``name`` is the argument named in
+    the errors."""
     if hasattr(data, "x"):  # eff_vision.data.ldl.LDLSplit
         x, d = data.x, getattr(data, "d", None)
     elif isinstance(data, tuple | list):
@@ -451,8 +455,8 @@ class RankMatchTrainer:
     def fit(self, labeled: Any, unlabeled: Any, steps: int) -> dict[str, list[float]]:
         """Train for ``steps`` optimiser steps; returns the per-step logs (loss, λ_u, terms)."""
         check_positive("steps", steps, integer=True)
-        x_l, d_l = _split_xd(labeled, "labeled", need_d=True)
-        x_u, _ = _split_xd(unlabeled, "unlabeled", need_d=False)
+        x_l, d_l = split_xd(labeled, "labeled", need_d=True)
+        x_u, _ = split_xd(unlabeled, "unlabeled", need_d=False)
         gen = torch.Generator().manual_seed(self.seed)
         history: dict[str, list[float]] = {}
         self.model.train()

@@ -70,6 +70,7 @@ __all__ = [
     "StereoBNAdapt",
     "augment_family",
     "robia_loss",
+    "sgbm_batch",
     "sgbm_sparse_labels",
     "stream_eval",
     "train_experts",
@@ -369,7 +370,8 @@ def sgbm_sparse_labels(
     return np.where(valid, raw.astype(np.float32) / 16.0, 0.0).astype(np.float32), valid
 
 
-def _sgbm_batch(left: Tensor, right: Tensor, **kw: Any) -> tuple[Tensor, Tensor]:
+def sgbm_batch(left: Tensor, right: Tensor, **kw: Any) -> tuple[Tensor, Tensor]:
+    """:func:`sgbm_sparse_labels` over a batch: the stacked disparities and validity masks."""
     ds, vs = [], []
     for i in range(left.shape[0]):
         d, v = sgbm_sparse_labels(
@@ -553,7 +555,7 @@ class FullFineTune(_StereoTTA):
         self._check(left, right)
         with torch.enable_grad():
             disp = self.model(left, right)
-            d_h, valid = _sgbm_batch(left, right, num_disparities=self.num_disparities)
+            d_h, valid = sgbm_batch(left, right, num_disparities=self.num_disparities)
             loss, logs = robia_loss(disp, d_h, valid)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -640,7 +642,7 @@ class RobIA(_StereoTTA):
         self._check(left, right)
         with torch.enable_grad():
             disp = self.model(left, right)
-            d_h, valid = _sgbm_batch(left, right, num_disparities=self.num_disparities)
+            d_h, valid = sgbm_batch(left, right, num_disparities=self.num_disparities)
             d_t = conf = None
             if self.teacher is not None:
                 d_t, conf = self.teacher.predict(left, right)

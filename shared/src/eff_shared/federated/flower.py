@@ -58,7 +58,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from eff_shared.errors import check_positive
 from eff_shared.federated.runner import (
-    _CLIENT_STREAM,
+    CLIENT_STREAM,
     Aggregator,
     ClientUpdate,
     CommRecord,
@@ -66,7 +66,7 @@ from eff_shared.federated.runner import (
     PreLocalTrain,
     RoundRecord,
     RunResult,
-    _check_reply,
+    check_reply,
     state_nbytes,
 )
 from eff_shared.seeding import make_rng
@@ -427,12 +427,12 @@ def make_client_app(
                 '--node-config "partition-id=<c> num-partitions=<n>"'
             ) from exc
         data = load_partition(partition_id, num_partitions)
-        rng = make_rng(seed, _CLIENT_STREAM, round_idx, partition_id)
+        rng = make_rng(seed, CLIENT_STREAM, round_idx, partition_id)
         local = global_state
         if pre_local_train is not None:
             hooked = pre_local_train(local, round_idx, rng)
             local = local if hooked is None else dict(hooked)
-        update, n, metrics = _check_reply(client_update(local, data, cfg, rng), partition_id)
+        update, n, metrics = check_reply(client_update(local, data, cfg, rng), partition_id)
         metric_record = _metric_record({k: v for k, v in metrics.items() if k != NUM_EXAMPLES_KEY})
         metric_record[NUM_EXAMPLES_KEY] = n
         reply = RecordDict(

@@ -25,6 +25,7 @@ from eff_shared.progress import track
 from eff_shared.seeding import make_rng
 
 __all__ = [
+    "CLIENT_STREAM",
     "Aggregator",
     "ClientUpdate",
     "CommRecord",
@@ -32,6 +33,7 @@ __all__ = [
     "InProcessRunner",
     "RoundRecord",
     "RunResult",
+    "check_reply",
     "copy_state",
     "state_nbytes",
     "weighted_mean",
@@ -44,7 +46,7 @@ Reply = tuple[Mapping[str, Any], int]
 
 # Stream ids under the master seed: one for client sampling, one per (round, client).
 _SAMPLING_STREAM = 0
-_CLIENT_STREAM = 1
+CLIENT_STREAM = 1
 
 
 class ClientUpdate(Protocol):
@@ -245,7 +247,7 @@ class InProcessRunner:
         return sorted(int(c) for c in rng.choice(n_clients, size=k, replace=False))
 
     def client_rng(self, round_idx: int, client: int) -> np.random.Generator:
-        return make_rng(self.seed, _CLIENT_STREAM, round_idx, client)
+        return make_rng(self.seed, CLIENT_STREAM, round_idx, client)
 
     def run(
         self,
@@ -283,7 +285,7 @@ class InProcessRunner:
                     record.dropped[c] = repr(exc)
                     comm.append(CommRecord(r, c, down, 0))
                     continue
-                update, n, metrics = _check_reply(reply, c)
+                update, n, metrics = check_reply(reply, c)
                 replies.append((update, n))
                 record.num_examples[c] = n
                 record.client_metrics[c] = dict(metrics)
@@ -298,7 +300,9 @@ class InProcessRunner:
         return RunResult(rounds=records, final_state=global_state, comm=comm)
 
 
-def _check_reply(reply: Any, client: int) -> tuple[Mapping[str, Any], int, Mapping[str, Any]]:
+def check_reply(reply: Any, client: int) -> tuple[Mapping[str, Any], int, Mapping[str, Any]]:
+    """A client update's reply ``(state, num_examples, metrics)`` checked (``TypeError`` /
+    ``ValueError`` naming the client), as every runner reads it."""
     if not (isinstance(reply, tuple) and len(reply) == 3):
         raise TypeError(
             f"client_update must return (update_state, num_examples, metrics); client {client} "

@@ -18,13 +18,14 @@ from eff_shared.seeding import make_rng
 if TYPE_CHECKING:
     from torch import Tensor
 
-__all__ = ["N_DIGITS", "digits_splits", "rotate90"]
+__all__ = ["N_DIGITS", "digits_arrays", "digits_splits", "rotate90"]
 
 N_DIGITS = 1797
 
 
 @lru_cache(maxsize=1)
-def _digits() -> tuple[np.ndarray, np.ndarray]:
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """All 1,797 scikit-learn digits: images (N, 1, 8, 8) in [0, 1] and labels (read-only, cached)."""
     from sklearn.datasets import load_digits
 
     d = load_digits()
@@ -46,7 +47,7 @@ def digits_splits(sizes: tuple[int, ...], seed: int = 0) -> list[tuple[Tensor, T
         check_int("sizes", s, minimum=1)
     if sum(sizes) > N_DIGITS:
         raise ValueError(f"sizes must sum to at most {N_DIGITS}, got {sum(sizes)}")
-    x, y = _digits()
+    x, y = digits_arrays()
     perm = make_rng(seed, 31).permutation(N_DIGITS)
     out, start = [], 0
     for s in sizes:

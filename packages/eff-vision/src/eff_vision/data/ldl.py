@@ -100,7 +100,7 @@ def make_digits_ldl(
     """
     from sklearn.neighbors import NearestNeighbors
 
-    from eff_vision.data.digits import N_DIGITS, _digits
+    from eff_vision.data.digits import N_DIGITS, digits_arrays
 
     for name, v in (("n_labeled", n_labeled), ("n_unlabeled", n_unlabeled), ("n_test", n_test),
                     ("n_teacher", n_teacher), ("k", k)):  # fmt: skip
@@ -113,7 +113,7 @@ def make_digits_ldl(
         raise ValueError(
             f"n_labeled + n_unlabeled + n_test + n_teacher must be <= {N_DIGITS}, got {total}"
         )
-    images, classes = _digits()
+    images, classes = digits_arrays()
     x_all = images.reshape(N_DIGITS, -1)
     perm = make_rng(seed, 75).permutation(N_DIGITS)
     cuts = np.cumsum([n_teacher, n_labeled, n_unlabeled, n_test])

@@ -46,7 +46,14 @@ from eff_vision.panlut.lut import (
 )
 from eff_vision.panlut.training import PanTrainConfig, evaluate, train_pansharpener
 
-__all__ = ["PanLUTReproConfig", "experiment", "heldout_psnr", "make_panlut", "run"]
+__all__ = [
+    "PanLUTReproConfig",
+    "experiment",
+    "heldout_psnr",
+    "make_panlut",
+    "run",
+    "torch_predict",
+]
 
 TRAIN = ("astronaut", "rocket", "immunohistochemistry", "hubble_deep_field")
 TEST = ("coffee", "chelsea")
@@ -114,14 +121,15 @@ def heldout_psnr(
     out = {}
     for t in _heldout_set(cfg, seed):
         out[t["name"]] = {
-            "model": M.psnr(t["gt"], _torch_predict(model, t["ms"], t["pan"])),
+            "model": M.psnr(t["gt"], torch_predict(model, t["ms"], t["pan"])),
             "EXP": M.psnr(t["gt"], bicubic(t["ms"], cfg.ratio)),
         }
     return out
 
 
 @torch.no_grad()
-def _torch_predict(model: torch.nn.Module, ms: np.ndarray, pan: np.ndarray) -> np.ndarray:
+def torch_predict(model: torch.nn.Module, ms: np.ndarray, pan: np.ndarray) -> np.ndarray:
+    """A torch pan-sharpener on one scene: ``ms`` (h, w, C) and ``pan`` (H, W) in, (H, W, C) float64 out."""
     t_ms = torch.from_numpy(ms).permute(2, 0, 1)[None]
     t_pan = torch.from_numpy(pan)[None, None]
     return model(t_ms, t_pan)[0].permute(1, 2, 0).numpy().astype(np.float64)
@@ -144,13 +152,13 @@ def experiment(cfg: PanLUTReproConfig, seed: int) -> dict[str, Any]:
         pnn, train, PanTrainConfig(cfg.steps * cfg.pnn_factor, cfg.batch, cfg.patch, cfg.pnn_lr, cfg.ratio, seed=seed)
     )  # fmt: skip
     label_pnn = f"PNN-lite ({cfg.steps * cfg.pnn_factor} steps)"
-    methods[label_pnn] = lambda t: _torch_predict(pnn, t["ms"], t["pan"])
+    methods[label_pnn] = lambda t: torch_predict(pnn, t["ms"], t["pan"])
     params[label_pnn], train_s[label_pnn] = sum(p.numel() for p in pnn.parameters()), tr["seconds"]
     lut_cfg = PanTrainConfig(cfg.steps, cfg.batch, cfg.patch, cfg.lut_lr, cfg.ratio, seed=seed)
     lut = make_panlut(cfg.ratio)
     tr_lut = train_pansharpener(lut, train, lut_cfg)
     label_lut = f"Pan-LUT ({cfg.steps} steps)"
-    methods[label_lut] = lambda t: _torch_predict(lut, t["ms"], t["pan"])
+    methods[label_lut] = lambda t: torch_predict(lut, t["ms"], t["pan"])
     params[label_lut], train_s[label_lut] = (
         sum(p.numel() for p in lut.parameters()),
         tr_lut["seconds"],
@@ -160,7 +168,7 @@ def experiment(cfg: PanLUTReproConfig, seed: int) -> dict[str, Any]:
         lut_c = make_panlut(cfg.ratio, consistency=True)
         tr_c = train_pansharpener(lut_c, train, lut_cfg)
         label_c = f"Pan-LUT + consistency ({cfg.steps} steps)"
-        methods[label_c] = lambda t: _torch_predict(lut_c, t["ms"], t["pan"])
+        methods[label_c] = lambda t: torch_predict(lut_c, t["ms"], t["pan"])
         params[label_c], train_s[label_c] = params[label_lut], tr_c["seconds"]
     rows = []
     for label, fn in methods.items():
@@ -222,13 +230,13 @@ def _mechanics(seed: int, cfg: PanLUTReproConfig) -> dict[str, float]:
     rng = np.random.default_rng(seed)
     ms_np = rng.random((23, 19, 3)).astype(np.float32)
     pan_np = rng.random((92, 76)).astype(np.float32)
-    whole = _torch_predict(model, ms_np, pan_np)
+    whole = torch_predict(model, ms_np, pan_np)
     tiles = (5, 7, 24, 50)  # 5 and 7 are smaller than 4 × halo = 8
     tiled_err = max(
         float(np.abs(model.predict_tiled(ms_np, pan_np, tile=t) - whole).max()) for t in tiles
     )
     model.consistency = True  # the projection's halo (20 HR px): tiles of 41 (the minimum) and 60
-    whole_c = _torch_predict(model, ms_np, pan_np)
+    whole_c = torch_predict(model, ms_np, pan_np)
     tiled_err_c = max(
         float(np.abs(model.predict_tiled(ms_np, pan_np, tile=t) - whole_c).max()) for t in (41, 60)
     )

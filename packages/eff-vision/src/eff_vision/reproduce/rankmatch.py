@@ -41,8 +41,8 @@ from eff_vision.rankmatch import (
     RandomShift,
     RankMatchLoss,
     RankMatchTrainer,
-    _split_xd,
     prr_loss,
+    split_xd,
 )
 
 __all__ = [
@@ -104,7 +104,7 @@ def _splits(data: Splits | DataBuilder, seed: int) -> tuple[LDLSplit, LDLSplit, 
             f"test); got {type(data).__name__}"
         )
     (xl, dl), (xu, _), (xt, dt) = (
-        _split_xd(part, name, need_d=name != "unlabeled")
+        split_xd(part, name, need_d=name != "unlabeled")
         for part, name in zip(data, ("labeled", "unlabeled", "test"), strict=True)
     )
     if not (xl.dim() == xu.dim() == xt.dim() == 2 and xl.shape[1] == xu.shape[1] == xt.shape[1]):
