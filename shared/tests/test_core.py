@@ -255,3 +255,17 @@ def test_print_rows_table_json_and_parse_csv(tmp_path, capsys):
         report.parse_csv("x,q", name="--m", allowed=("x", "y"))
     with pytest.raises(ValueError, match="needs at least one value"):
         report.parse_csv(" , ", name="--m")
+
+
+def test_csv_option_parses_and_reports_a_usage_error_naming_the_option():
+    import typer
+
+    from eff_shared.cli import csv_option
+
+    assert csv_option("1, 2,3", int, option="--seeds") == [1, 2, 3]
+    assert csv_option(["a", "b"], option="--x", allowed=("a", "b")) == ["a", "b"]
+    with pytest.raises(typer.BadParameter, match="'x' is not a valid int") as info:
+        csv_option("1,x", int, option="--seeds")
+    assert info.value.param_hint == "--seeds"
+    with pytest.raises(typer.BadParameter, match="comma-separated list of a, b"):
+        csv_option("a,c", option="--x", allowed=("a", "b"))

@@ -31,7 +31,15 @@ from eff_shared.errors import ReproductionError
 from eff_shared.progress import is_quiet, make_progress, set_quiet
 from eff_shared.reproduce import Result, available, resolve_names, run_many
 
-__all__ = ["COMMANDS_GROUP", "app", "build_app", "domain_app", "main", "print_package_info"]
+__all__ = [
+    "COMMANDS_GROUP",
+    "app",
+    "build_app",
+    "csv_option",
+    "domain_app",
+    "main",
+    "print_package_info",
+]
 
 COMMANDS_GROUP = "eff.commands"
 
@@ -372,6 +380,21 @@ def print_package_info(
     console.print(table)
     if torch_report:
         _print_torch(console)
+
+
+def csv_option(
+    text: str | list[str],
+    kind: Callable[[str], Any] = str,
+    *,
+    option: str,
+    allowed: Any = None,
+) -> list[Any]:
+    """A comma-separated command-line option as a list (:func:`eff_shared.report.parse_csv`); a bad
+    or missing value is a usage error naming ``option`` (exit status 2), as every domain CLI reports it."""
+    try:
+        return report.parse_csv(text, kind, name=option, allowed=allowed)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 def domain_app(dist_name: str, *, torch_report: bool = False, info: bool = True) -> typer.Typer:

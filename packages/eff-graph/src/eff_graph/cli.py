@@ -14,20 +14,12 @@ from typing import Annotated, Any
 
 import typer
 
-from eff_shared.cli import domain_app
+from eff_shared.cli import csv_option, domain_app
 from eff_shared.report import parse_csv, print_rows, write_rows_json
 
 app = domain_app("eff-graph", torch_report=True)
 
 API_KEY_VARS = ("EFF_LLM_API_KEY", "OPENAI_API_KEY")
-
-
-def _csv(text: str, kind: Any, option: str) -> list[Any]:
-    """A comma-separated option as a list; a bad or missing value is a usage error naming it."""
-    try:
-        return parse_csv(text, kind, name=option)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 def _choice(value: str, allowed: tuple[str, ...], hint: str) -> str:
@@ -79,7 +71,7 @@ def imgda_cmd(
     _choice(global_op, GLOBAL_OPS, "--global-op")
     _choice(cross_domain, CROSS_DOMAIN, "--cross-domain")
     _choice(prototypes, PROTOTYPES, "--prototypes")
-    seed_list = _csv(seeds, int, "--seeds")
+    seed_list = csv_option(seeds, int, option="--seeds")
     if min(seed_list) < 0:
         raise typer.BadParameter("give at least one seed >= 0", param_hint="--seeds")
     c, hidden = num_classes, 64
@@ -199,7 +191,7 @@ def remindrag_cmd(
     from eff_shared.torch import pin_threads
 
     _choice(embedder, ("hashing", "minilm"), "--embedder")
-    chosen = _csv(passes, str, "--passes")
+    chosen = csv_option(passes, str, option="--passes")
     for p in chosen:
         _choice(p, PASSES[1:], "--passes")
     run_passes = ["original", *chosen]

@@ -13,22 +13,14 @@ from typing import Annotated, Any
 
 import typer
 
-from eff_shared.cli import domain_app
-from eff_shared.report import format_value, parse_csv, print_rows, write_rows_json
+from eff_shared.cli import csv_option, domain_app
+from eff_shared.report import format_value, print_rows, write_rows_json
 
 app = domain_app("eff-kernels", torch_report=True)
 
 JsonOpt = Annotated[
     Path | None, typer.Option("--json", help="Also write the results as JSON here.")
 ]
-
-
-def _csv(text: str, option: str, kind: Any = str) -> list[Any]:
-    """A comma-separated option as a list; a bad or missing value is a usage error naming it."""
-    try:
-        return parse_csv(text, kind, name=option)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 @app.command("sage-attention")
@@ -68,7 +60,7 @@ def sage_attention_cmd(
     from eff_shared.torch import pin_threads
 
     pin_threads(1)
-    dists, fmts = _csv(dist, "--dist"), _csv(formats, "--formats")
+    dists, fmts = csv_option(dist, option="--dist"), csv_option(formats, option="--formats")
     for d in dists:
         if d not in DISTS:
             raise typer.BadParameter(
@@ -199,10 +191,12 @@ def paretoq_cmd(
 
     pin_threads(1)
     try:
-        bit_list = tuple(ParetoQConfig(bits=b).bits for b in _csv(bits, "--bits", float))
+        bit_list = tuple(
+            ParetoQConfig(bits=b).bits for b in csv_option(bits, float, option="--bits")
+        )
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--bits") from exc
-    fractions = tuple(_csv(split, "--split", float)) if split else ()
+    fractions = tuple(csv_option(split, float, option="--split")) if split else ()
     if any(not 0 <= f < 1 for f in fractions):
         raise typer.BadParameter("fractions must lie in [0, 1)", param_hint="--split")
     cfg = ParetoQReproConfig(fp_steps=steps, qat_steps=qat_steps)
@@ -239,7 +233,7 @@ def bench_cmd(
     """GPU benchmark of the kernels (TOPS vs SDPA, LRQK decode, low-bit GEMM); see tools/bench/kernels_gpu.py."""
     from eff_kernels.bench import SECTIONS, run_bench
 
-    chosen = _csv(sections, "--sections")
+    chosen = csv_option(sections, option="--sections")
     for s in chosen:
         if s not in SECTIONS:
             raise typer.BadParameter(

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from eff_shared.cli import domain_app
-from eff_shared.report import parse_csv
+from eff_shared.cli import csv_option, domain_app
 
 app = domain_app("eff-rl", torch_report=True)
-
-
-def _csv(text: str, kind: Any, option: str) -> list[Any]:
-    """A comma-separated option as a list; a bad or missing value is a usage error naming it."""
-    try:
-        return parse_csv(text, kind, name=option)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 @app.command("cka-rl")
@@ -61,7 +52,7 @@ def cka_rl_cmd(
     from eff_rl.reproduce.cka_rl import CKARLReproConfig, summarise
     from eff_shared.report import format_value, plot_series, print_rows
 
-    method_list = [m.replace("-", "_") for m in _csv(methods, str, "--methods")]
+    method_list = [m.replace("-", "_") for m in csv_option(methods, str, option="--methods")]
     for m in method_list:
         if m not in METHODS:
             raise typer.BadParameter(
@@ -73,7 +64,7 @@ def cka_rl_cmd(
         task_sequence(tasks)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    seed_list = _csv(seeds, int, "--seeds")
+    seed_list = csv_option(seeds, int, option="--seeds")
     cfg = CKARLReproConfig(sequence=tasks, steps_per_task=steps)
     jobs = [
         (

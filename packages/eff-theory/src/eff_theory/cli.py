@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from eff_shared.cli import domain_app
-from eff_shared.report import parse_csv, write_rows_json
+from eff_shared.cli import csv_option, domain_app
+from eff_shared.report import write_rows_json
 from eff_theory._runtime import blas_threads
 
 app = domain_app("eff-theory")
@@ -30,10 +30,7 @@ PlotPathOpt = Annotated[
 
 def _parse_numbers(option: str, values: list[str], kind: type) -> list[Any]:
     """``--opt 1,2 --opt "3 4"`` → [1, 2, 3, 4]; a bad token is a usage error naming the option."""
-    try:
-        return parse_csv([v.replace(" ", ",") for v in values], kind, name=option)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=option) from None
+    return csv_option([v.replace(" ", ",") for v in values], kind, option=option)
 
 
 def _emit(

@@ -5,28 +5,18 @@ imports of heavy modules inside the command functions so `eff --help` stays fast
 pins torch/BLAS to one thread, takes ``--seed`` and ``--json PATH`` and prints a table.
 """
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from threadpoolctl import threadpool_limits
 
-from eff_shared.cli import domain_app
-from eff_shared.report import parse_csv, print_rows
+from eff_shared.cli import csv_option, domain_app
+from eff_shared.report import print_rows
 
 app = domain_app("eff-vision", torch_report=True)
 
 # --- shared helpers ----------------------------------------------------------------------------
-
-
-def _csv(text: str, allowed: Sequence[str], option: str) -> list[str]:
-    """A comma-separated option as a list of ``allowed`` values; a bad or missing value is a usage
-    error naming the option."""
-    try:
-        return parse_csv(text, name=option, allowed=allowed)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the rows as JSON.")]
@@ -57,7 +47,7 @@ def tensor_compress_cmd(
     threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.tensor_compress import TensorCompressReproConfig, experiment
 
-    methods = _csv(method, ("tucker2", "cp"), "--method")
+    methods = csv_option(method, option="--method", allowed=("tucker2", "cp"))
     out = experiment(TensorCompressReproConfig(ratio=ratio, epochs=epochs), seed)
     keep = {"tucker2": "Tucker", "cp": "CPD"}
     rows = [
@@ -109,7 +99,7 @@ def fingerprint_cmd(
     from eff_vision.fingerprint import PADDING_MODES, invariant_basis
     from eff_vision.reproduce.fingerprint import ATTACKS, FingerprintReproConfig, experiment
 
-    kinds = tuple(_csv(attack, ATTACKS, "--attack"))
+    kinds = tuple(csv_option(attack, option="--attack", allowed=ATTACKS))
     if padding_mode not in PADDING_MODES:
         raise typer.BadParameter(
             f"must be one of {', '.join(PADDING_MODES)}", param_hint="--padding-mode"
@@ -227,7 +217,7 @@ def lasq_cmd(
     from eff_vision.data.images import BUNDLED_IMAGES
     from eff_vision.reproduce.lasq import LASQReproConfig, experiment
 
-    names = tuple(_csv(images, BUNDLED_IMAGES, "--images"))
+    names = tuple(csv_option(images, option="--images", allowed=BUNDLED_IMAGES))
     if regions == 0:
         raise typer.BadParameter("the comparison needs --regions >= 1", param_hint="--regions")
     cfg = LASQReproConfig(
@@ -519,7 +509,7 @@ def combo_cmd(
     threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.combo import ComboReproConfig, experiment
 
-    kind = _csv(decoy, ("noise", "none"), "--decoy")[0]
+    kind = csv_option(decoy, option="--decoy", allowed=("noise", "none"))[0]
     cfg = ComboReproConfig(
         ntr=ntr, decoy=None if kind == "none" else "noise", top_k=top_k, combo_epochs=epochs
     )
@@ -564,10 +554,7 @@ def fedphoenix_cmd(
     from eff_vision.fedphoenix import PhoenixReset
     from eff_vision.reproduce.fedphoenix import FedPhoenixReproConfig, federate
 
-    try:
-        fracs = parse_csv(stop, float, name="--stop")
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--stop") from None
+    fracs = csv_option(stop, float, option="--stop")
     if any(not 0 <= f <= 1 for f in fracs):
         raise typer.BadParameter(f"fractions must lie in [0, 1], got {stop!r}", param_hint="--stop")
     cfg = FedPhoenixReproConfig(beta=beta, rounds=rounds, theta=theta)
@@ -664,7 +651,9 @@ def robia_cmd(
     threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.robia import RobIAReproConfig, experiment
 
-    doms = tuple(_csv(domains, ("noise", "blur", "dark", "fog", "clean"), "--domains"))
+    doms = tuple(
+        csv_option(domains, option="--domains", allowed=("noise", "blur", "dark", "fog", "clean"))
+    )
     try:
         height, width = (int(v) for v in size.lower().split("x"))
     except ValueError as exc:
@@ -739,7 +728,9 @@ def hawaii_cmd(
     threadpool_limits(1)  # and numpy's BLAS
     from eff_vision.reproduce.hawaii import HawaiiReproConfig, experiment
 
-    names = tuple(_csv(teachers, ("sup", "ae", "rot", "random", "clip"), "--teachers"))
+    names = tuple(
+        csv_option(teachers, option="--teachers", allowed=("sup", "ae", "rot", "random", "clip"))
+    )
     cfg = HawaiiReproConfig(teachers=names, epochs=epochs, router_runs=router_runs)
     out = experiment(cfg, seed)
     tm = sum(out["teacher_macs"].values())
