@@ -9,7 +9,7 @@ other, so that none shares a core with another. The results go to ``--out`` (def
 benchmark crashes.
 
     uv run --frozen python tools/bench/run_all.py [--only games_cfr ...] [--skip games_scale]
-        [--out bench-results] [--readme]
+        [--out bench-results] [--readme] [--from-json bench-results/results.json]
 """
 
 from __future__ import annotations
@@ -54,6 +54,10 @@ def run(name: str, out: Path) -> dict:
     return record
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")  # "|PSNR(a) − PSNR(b)|" must not split the Markdown row
+
+
 def table(records: list[dict]) -> str:
     rows = ["| benchmark | target | measured | verdict |", "|---|---|---|---|"]
     for r in records:
@@ -62,7 +66,7 @@ def table(records: list[dict]) -> str:
         for c in r["checks"]:
             unit = c.get("unit", "")
             rows.append(
-                f"| `{r['bench']}` | {c['text']} {c['op']} {c['target']:g}{unit} | "
+                f"| `{r['bench']}` | {_cell(c['text'])} {c['op']} {c['target']:g}{unit} | "
                 f"{c['value']:.4g}{unit} | {'pass' if c['passed'] else '**FAIL**'} |"
             )
     return "\n".join(rows) + "\n"
@@ -88,14 +92,24 @@ def main() -> int:
     parser.add_argument("--skip", action="append", choices=BENCHES, default=[])
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     parser.add_argument(
+        "--from-json",
+        type=Path,
+        metavar="RESULTS",
+        help="rebuild the table (and --readme) from a results.json of an earlier run; runs nothing",
+    )
+    parser.add_argument(
         "--readme", action="store_true", help="rewrite README's Performance section"
     )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     names = [n for n in (args.only or BENCHES) if n not in args.skip]
-    records = [run(n, args.out) for n in names]
+    if args.from_json is not None:
+        records = [r for r in json.loads(args.from_json.read_text()) if r["bench"] in names]
+    else:
+        records = [run(n, args.out) for n in names]
     md = table(records)
-    (args.out / "results.json").write_text(json.dumps(records, indent=2) + "\n")
+    if args.from_json is None:
+        (args.out / "results.json").write_text(json.dumps(records, indent=2) + "\n")
     (args.out / "results.md").write_text(md)
     print("\n" + md)
     if args.readme:
