@@ -95,6 +95,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StereoBNAdapt",
         "augment_family",
         "robia_loss",
+        "sgbm_batch",
         "sgbm_sparse_labels",
         "stream_eval",
         "train_experts",
@@ -140,6 +141,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "kl_divergence",
         "ldl_report",
         "prr_loss",
+        "split_xd",
     ),
     "fedphoenix": (
         "INITS",
