@@ -432,3 +432,42 @@ def test_flat_spectrum_outlier_comes_from_a_step_size_set_for_the_wrong_gap():
     assert worst(0.75, 10) > 0.1  # the reported outlier, with the wrong gap
     for bits in (10, 12, None):
         assert worst(first.eigengap, bits) < 0.05, bits
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        LogQuantizer(8, dim=500),
+        LogQuantizer(16, dim=50),
+        LogQuantizer(6, zeta=1.3, delta0=0.01),
+        LogQuantizer(12, zeta=1e-4, delta0=1e-6),
+    ],
+    ids=repr,
+)
+def test_compiled_cell_lookup_steps_where_the_reference_index_steps(q):
+    """The kernels read the log grid's cell from thresholds found on the reference's own numpy
+    expression: the reference index is k at thr[k] and k − 1 one float below, for every k."""
+    from eff_theory import _rounding
+
+    thr = q._kernel_args[3]
+    k = np.arange(1, q.n_levels)
+    assert thr[0] == 0 and thr[-1] == np.inf and np.all(np.diff(thr) > 0)
+    np.testing.assert_array_equal(q._cell_index(thr[1:-1].copy()), k)
+    np.testing.assert_array_equal(q._cell_index(np.nextafter(thr[1:-1], 0)), k - 1)
+    # the compiled rounding agrees with the reference right at and just below every step
+    x = np.concatenate([thr[1:-1], np.nextafter(thr[1:-1], 0), -thr[1:-1]])
+    out = np.empty_like(x)
+    u = np.random.default_rng(0).random(x.size)
+    _rounding.log_round(x, u, *q._kernel_args, out)
+    np.testing.assert_array_equal(out, q._quantize_block(x, _FixedUniforms(u)))
+
+
+class _FixedUniforms:
+    """A generator stand-in that hands out the given uniforms (the reference draws one per element)."""
+
+    def __init__(self, u):
+        self.u = u
+
+    def random(self, shape):
+        assert np.prod(shape) == self.u.size
+        return self.u.reshape(shape)

@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from eff_shared.errors import check_choice, check_int, check_real, finite_array
+from eff_theory import _rounding
 from eff_theory._runtime import RngLike
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 _MAX_BITS = 32
+_LOG_MAX_BITS = 24  # the log grid tabulates its 2^(β−1) levels (and cell steps): 2^23 at most
 
 
 @runtime_checkable
@@ -68,7 +70,6 @@ def _round_between(
     return np.where(up, upper, lower)
 
 
-_SMALL = 1 << 13  # up to here (64 KiB temporaries) quantize runs the reference kernel itself
 _BLOCK = 1 << 15  # elements per pass: temporaries stay in cache instead of fresh mmap'ed pages
 
 
@@ -88,20 +89,17 @@ def _blockwise(kernel: Any, x: Any, rng: RngLike) -> np.ndarray:
 
 
 def _blockwise_into(quantizer: Any, x: Any, rng: RngLike) -> np.ndarray:
-    """``_blockwise(quantizer._quantize_block, x, rng)`` with ``quantizer._quantize_into``: the
-    same operations into buffers reused across blocks (issue #25: a fresh 256 KiB temporary per
-    operation cost more than the arithmetic). Same draws, same bits."""
+    """``_blockwise(quantizer._quantize_block, x, rng)`` by the quantizer's compiled kernel
+    (``_round_into(x, u, out)``, :mod:`eff_theory._rounding`; issue #25): the uniforms drawn by
+    blocks into one buffer, then one pass per block. Same draws, same bits."""
     gen = np.random.default_rng(rng)
     x = np.asarray(x, dtype=np.float64)
     flat = x.reshape(-1)
-    if flat.size <= _SMALL:  # small temporaries come from the heap: the reference is as fast
-        return quantizer._quantize_block(flat, gen).reshape(x.shape)
     out = np.empty_like(flat)
-    work = _Workspace(min(flat.size, _BLOCK))
+    u = np.empty(min(flat.size, _BLOCK))
     for start in range(0, flat.size, _BLOCK):
-        block = flat[start : start + _BLOCK]
-        ws = work if block.size == work.x.size else work.view(block.size)
-        quantizer._quantize_into(block, gen, out[start : start + _BLOCK], ws)
+        stop = min(start + _BLOCK, flat.size)
+        quantizer._round_into(flat[start:stop], gen.random(out=u[: stop - start]), out[start:stop])
     return out.reshape(x.shape)
 
 
@@ -118,8 +116,8 @@ def stochastic_round(x: Any, lower: Any, upper: Any, rng: RngLike = None) -> np.
     return _round_between(x, lo, hi, np.random.default_rng(rng))
 
 
-def _check_bits(bits: Any, minimum: int = 2) -> int:
-    return check_int("bits", bits, minimum=minimum, maximum=_MAX_BITS)
+def _check_bits(bits: Any, minimum: int = 2, maximum: int = _MAX_BITS) -> int:
+    return check_int("bits", bits, minimum=minimum, maximum=maximum)
 
 
 class LinearQuantizer:
@@ -137,6 +135,7 @@ class LinearQuantizer:
             raise ValueError(f"delta must be > 0, got {delta}")
         self._kmin = -(2 ** (self.bits - 1))
         self._kmax = 2 ** (self.bits - 1) - 1
+        self._kernel_args = (self.delta, float(self._kmin), float(self._kmax))
 
     def __repr__(self) -> str:
         return f"LinearQuantizer(bits={self.bits}, delta={self.delta:g})"
@@ -170,17 +169,14 @@ class LinearQuantizer:
         low *= self.delta
         return low
 
-    def _quantize_into(
-        self, x: np.ndarray, gen: np.random.Generator, out: np.ndarray, ws: Any
+    def _round_into(self, x: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
+        # _quantize_block compiled, given its uniforms u (same bits)
+        _rounding.linear_round(x, u, *self._kernel_args, out)
+
+    def _round_rows(
+        self, X: np.ndarray, proj: np.ndarray, u: np.ndarray, first: bool, acc: np.ndarray
     ) -> None:
-        # _quantize_block's arithmetic, op for op, into preallocated buffers (same draws, same bits)
-        k = np.divide(x, self.delta, out=ws.f1)
-        np.clip(k, self._kmin, self._kmax, out=k)
-        np.floor(k, out=out)
-        k -= out
-        up = np.less(gen.random(out=ws.f2), k, out=ws.mask)
-        out += up
-        out *= self.delta
+        _rounding.linear_row_sum(X, proj, u, first, *self._kernel_args, acc)
 
 
 def _log_grid_feasible(bits: int, zeta: float, delta0: float) -> bool:
@@ -221,7 +217,7 @@ class LogQuantizer:
 
     Give ``dim`` to choose (ζ, δ₀) by :func:`optimal_log_grid_params`, or both ``zeta`` and
     ``delta0``. Relative resolution ζ for large values, absolute resolution δ₀ near 0; values beyond
-    ±q_N saturate.
+    ±q_N saturate. ``bits`` ≤ 24 (the 2^(β−1) levels are tabulated).
     """
 
     def __init__(
@@ -232,7 +228,7 @@ class LogQuantizer:
         zeta: float | None = None,
         delta0: float | None = None,
     ) -> None:
-        self.bits = _check_bits(bits)
+        self.bits = _check_bits(bits, maximum=_LOG_MAX_BITS)
         if zeta is None and delta0 is None:
             if dim is None:
                 raise ValueError(
@@ -257,6 +253,15 @@ class LogQuantizer:
         self._inv_gap = 1.0 / self._gap
         self._scale = self.zeta / self.delta0
         self._inv_log_step = 1.0 / math.log1p(self.zeta)
+        thr = _rounding.log_cell_thresholds(self._cell_index, self._q)
+        self._kernel_args = (
+            self._q,
+            self._gap,
+            self._inv_gap,
+            thr,
+            *_rounding.cell_table(thr, self.zeta),
+            self._next_exact,
+        )
 
     def __repr__(self) -> str:
         return f"LogQuantizer(bits={self.bits}, zeta={self.zeta:g}, delta0={self.delta0:g})"
@@ -280,16 +285,19 @@ class LogQuantizer:
         # the reference kernel ``quantize`` must match bit for bit (tests)
         return _blockwise(self._quantize_block, x, rng)
 
-    def _quantize_block(self, x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
-        a = np.abs(x)
-        np.minimum(a, self._q[-1], out=a)  # saturate at ±q_N
-        # cell index i = ⌊log(1 + ζ|x|/δ₀)/log(1+ζ)⌋, computed in place
+    def _cell_index(self, a: np.ndarray) -> np.ndarray:
+        # cell i = ⌊log(1 + ζ|x|/δ₀)/log(1+ζ)⌋ (capped at the last cell) of |x| = a ≥ 0
         t = a * self._scale
         np.log1p(t, out=t)
         t *= self._inv_log_step
         np.floor(t, out=t)
         np.minimum(t, self.n_levels - 1, out=t)
-        i = t.astype(np.intp)
+        return t.astype(np.intp)
+
+    def _quantize_block(self, x: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        a = np.abs(x)
+        np.minimum(a, self._q[-1], out=a)  # saturate at ±q_N
+        i = self._cell_index(a)
         out = np.take(self._q, i)
         # p = (|x| − q_i)/(q_{i+1} − q_i). Rounding in log/exp can put i one cell off, but only for
         # |x| within an ulp of a level; then p is slightly < 0 or > 1 and the comparison still
@@ -302,33 +310,15 @@ class LogQuantizer:
         out += step
         return np.copysign(out, x, out=out)
 
-    def _quantize_into(
-        self, x: np.ndarray, gen: np.random.Generator, out: np.ndarray, ws: Any
+    def _round_into(self, x: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
+        # _quantize_block compiled, given its uniforms u (same bits; the cell index from the
+        # reference's own thresholds, see eff_theory._rounding)
+        _rounding.log_round(x, u, *self._kernel_args, out)
+
+    def _round_rows(
+        self, X: np.ndarray, proj: np.ndarray, u: np.ndarray, first: bool, acc: np.ndarray
     ) -> None:
-        # _quantize_block's arithmetic, op for op, into preallocated buffers (same draws, same bits)
-        a = np.abs(x, out=ws.f1)
-        np.minimum(a, self._q[-1], out=a)
-        t = np.multiply(a, self._scale, out=ws.f2)
-        np.log1p(t, out=t)
-        t *= self._inv_log_step
-        i = ws.idx
-        np.copyto(i, t, casting="unsafe")  # truncation = floor, as t >= 0
-        # mode="clip" is min(i, N − 1) (the tables below have N entries), and unlike "raise" it
-        # does not buffer the output
-        np.take(self._q[:-1], i, out=out, mode="clip")
-        p = a
-        p -= out
-        p *= np.take(self._inv_gap, i, out=t, mode="clip")
-        up = np.less(gen.random(out=t), p, out=ws.mask)
-        if self._next_exact:  # q_i + gap_i is q_{i+1} on this grid: look the result up directly
-            np.minimum(i, self.n_levels - 1, out=i)
-            i += up
-            np.take(self._q, i, out=out, mode="clip")
-        else:
-            step = np.take(self._gap, i, out=ws.f3, mode="clip")
-            step *= up  # (a masked add, where=up, is several times slower)
-            out += step
-        np.copysign(out, x, out=out)
+        _rounding.log_row_sum(X, proj, u, first, *self._kernel_args, acc)
 
 
 def quantization_lower_bound(
@@ -467,50 +457,27 @@ _FUSABLE = (LinearQuantizer, LogQuantizer)
 _FUSE_MIN = 1 << 16  # below this many elements per batch the whole-array reference is as fast
 
 
-class _Workspace:
-    """Buffers of one chunk for ``_quantize_into`` (floats, cell indices, the rounding mask)."""
-
-    def __init__(self, size: int) -> None:
-        self.x, self.f1, self.f2, self.f3 = (np.empty(size) for _ in range(4))
-        self.idx = np.empty(size, dtype=np.intp)
-        self.mask = np.empty(size, dtype=bool)
-
-    def view(self, size: int) -> _Workspace:
-        ws = object.__new__(_Workspace)
-        for name in ("x", "f1", "f2", "f3", "idx", "mask"):
-            setattr(ws, name, getattr(self, name)[:size])
-        return ws
-
-
 def _fused_quantized_mean(
     Xb: np.ndarray, proj: np.ndarray, quantizer: Any, gen: np.random.Generator
 ) -> np.ndarray:
     """mean_j Q(X_j X_jᵀw) over the batch, bit-identical to ``q(Xb * proj[..., None]).mean(axis=1)``.
 
     Speed (issue #25): the reference materialises and re-reads the (R, B, d) per-sample updates;
-    here chunks of rows are formed, rounded and summed while in cache. Identical because (1) the
-    uniforms are drawn in the same flat (r, j, k) order, one per element, and PCG64 doubles do not
-    depend on how the draws are split; (2) each element gets the same operations; (3) numpy sums a
-    non-contiguous axis sequentially (out += row, in order), which is kept by prepending the
-    running sum as row 0 of every chunk; (4) the mean is that sum divided by B.
+    here each chunk of rows is formed, rounded and summed in one compiled pass. Identical because
+    (1) the uniforms are drawn in the same flat (r, j, k) order, one per element, and PCG64 doubles
+    do not depend on how the draws are split; (2) each element gets the same operations; (3) numpy
+    sums a non-contiguous axis sequentially (the first row copied, then out += row in order), as the
+    kernel does; (4) the mean is that sum divided by B.
     """
     R, B, d = Xb.shape
     rows = max(1, _BLOCK // d)
-    buf = np.empty((min(rows, B) + 1, d))
-    work = _Workspace(min(rows, B) * d)
+    u = np.empty(min(rows, B) * d)
     gbar = np.empty((R, d))
     for r in range(R):
         for j0 in range(0, B, rows):
             j1 = min(j0 + rows, B)
-            m = (j1 - j0) * d
-            ws = work if m == work.f1.size else work.view(m)
-            prod = np.multiply(Xb[r, j0:j1], proj[r, j0:j1, None], out=ws.x.reshape(-1, d))
-            quantizer._quantize_into(prod.reshape(-1), gen, buf[1 : j1 - j0 + 1].reshape(-1), ws)
-            if j0 == 0:
-                np.add.reduce(buf[1 : j1 - j0 + 1], axis=0, out=gbar[r])
-            else:
-                buf[0] = gbar[r]
-                np.add.reduce(buf[: j1 - j0 + 1], axis=0, out=gbar[r])
+            draws = gen.random(out=u[: (j1 - j0) * d])
+            quantizer._round_rows(Xb[r, j0:j1], proj[r, j0:j1], draws, j0 == 0, gbar[r])
     gbar /= B
     return gbar
 
