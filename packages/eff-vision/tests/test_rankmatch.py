@@ -489,3 +489,23 @@ def test_auto_dispatch_keeps_small_label_counts_bit_identical():
             assert torch.equal(auto, prr_loss(p, d, margin=margin, reduction="none", impl=same_as))
     with pytest.raises(ValueError, match="impl"):
         prr_loss(p, d, impl="fast")
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_packed_float32_rank_counts_equal_the_argsort_path(ties):
+    """The float32 fast path (one int64 sort of value bits above the column) gives the counts of
+    the generic argsort path, with negative values, -0.0 next to 0.0, and ties."""
+    from eff_vision import rankmatch as rm
+
+    g = np.random.default_rng(0)
+    a = g.standard_normal((64, 40)).astype(np.float32)
+    if ties:
+        a = np.round(a * 2) / 2  # many ties
+        a[:, 0], a[:, 1] = -0.0, 0.0  # equal values with different bits
+    fast, fast_tie = rm._less_minus_greater(a)
+    slow, slow_tie = rm._less_minus_greater(a.astype(np.float64))  # float64: the argsort path
+    assert fast_tie == slow_tie == ties
+    np.testing.assert_array_equal(fast, slow)
+    # brute force: #{j: a_j < a_i} − #{j: a_j > a_i}
+    brute = (a[:, None, :] < a[:, :, None]).sum(-1) - (a[:, None, :] > a[:, :, None]).sum(-1)
+    np.testing.assert_array_equal(fast, brute)

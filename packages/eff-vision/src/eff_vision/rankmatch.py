@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+from numba import njit
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -100,15 +101,59 @@ def _unsort(order: np.ndarray, values: np.ndarray) -> np.ndarray:
     return out
 
 
+@njit(cache=True)
+def _packed_keys(a):  # noqa: ANN001, ANN202
+    """float32 rows → int64 keys: the value's order-preserving bits above its column, so that one
+    integer sort gives the order and the sorted values (issue #25: without AVX-512 numpy's argsort
+    has no SIMD path and cost 2.3x an int64 sort at 256 x 100, plus a sort for the values)."""
+    n, c = a.shape
+    bits = a.view(np.int32)
+    out = np.empty((n, c), dtype=np.int64)
+    for i in range(n):
+        for j in range(c):
+            b = np.int64(bits[i, j])
+            if b == -2147483648:  # -0.0 sorts (and ties) as 0.0
+                b = 0
+            b ^= (b >> 31) & 0x7FFFFFFF  # negative floats: the magnitude bits reversed
+            out[i, j] = (b << 32) | j
+    return out
+
+
+@njit(cache=True)
+def _place_signed_ranks(packed, out):  # noqa: ANN001, ANN202
+    """out[i, column] = 2·rank − (C − 1) from row-sorted packed keys; whether a row has a tie."""
+    n, c = packed.shape
+    tie = False
+    for i in range(n):
+        prev = packed[i, 0] >> 32
+        out[i, packed[i, 0] & 0xFFFFFFFF] = 1 - c
+        for r in range(1, c):
+            key = packed[i, r]
+            tie |= (key >> 32) == prev
+            prev = key >> 32
+            out[i, key & 0xFFFFFFFF] = 2 * r + 1 - c
+    return tie
+
+
 def _less_minus_greater(keys: np.ndarray) -> tuple[np.ndarray, bool]:
     """``#{j: key_j < key_i} − #{j: key_j > key_i}`` per row, and whether any row has a tie."""
     n, c = keys.shape
-    order = np.argsort(keys, axis=1)
-    srt = np.sort(keys, axis=1)  # cheaper than gathering through ``order``
-    if not (srt[:, 1:] == srt[:, :-1]).any():  # no ties: the count is 2·rank − (C − 1)
-        flat = np.empty(n * c, dtype=np.intp)
-        flat[(order + (np.arange(n) * c)[:, None]).ravel()] = np.tile(2 * np.arange(c) - (c - 1), n)
-        return flat.reshape(n, c), False
+    if keys.dtype == np.float32 and c < 1 << 31:
+        packed = _packed_keys(np.ascontiguousarray(keys))
+        packed.sort(axis=1)
+        counts = np.empty((n, c), dtype=np.intp)
+        if not _place_signed_ranks(packed, counts):  # no ties: the count is 2·rank − (C − 1)
+            return counts, False
+        order, srt = packed & 0xFFFFFFFF, packed >> 32  # ties: equal keys are equal values
+    else:
+        order = np.argsort(keys, axis=1)
+        srt = np.sort(keys, axis=1)  # cheaper than gathering through ``order``
+        if not (srt[:, 1:] == srt[:, :-1]).any():
+            flat = np.empty(n * c, dtype=np.intp)
+            flat[(order + (np.arange(n) * c)[:, None]).ravel()] = np.tile(
+                2 * np.arange(c) - (c - 1), n
+            )
+            return flat.reshape(n, c), False
     start, end = _run_bounds(srt)
     return _unsort(order, start - (c - end)), True
 
@@ -159,27 +204,27 @@ def _prr_coefficients(v: Tensor, t: Tensor) -> Tensor:
     return torch.from_numpy(twice // 2).to(device=v.device)
 
 
-def _has_ties(sorted_rows: Tensor) -> bool:
-    """Whether two neighbours of a row-sorted tensor are equal (numpy: cheaper per call)."""
-    a = _host(sorted_rows)
-    return bool((a[:, 1:] == a[:, :-1]).any())
+class _SortedPRR(torch.autograd.Function):
+    """``Σ_{t_j > t_k} max(0, v_k − v_j)`` per row as ``Σ_i κ_i v_i`` with κ from
+    :func:`_prr_coefficients` (O(C log C) sorts on the host), and its gradient ``κ`` directly: one
+    product and one sum forward, one product backward (issue #25: the chain of gathers, tie checks
+    and their autograd nodes it replaces cost more than the sorts at batch 256)."""
+
+    @staticmethod
+    def forward(ctx: Any, v: Tensor, t: Tensor) -> Tensor:  # noqa: D102
+        kappa = _prr_coefficients(v, t).to(v.dtype)
+        ctx.save_for_backward(kappa)
+        return (kappa * v).sum(1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:  # noqa: D102
+        (kappa,) = ctx.saved_tensors
+        return kappa * grad[:, None], None
 
 
 def _prr_sorted(v: Tensor, t: Tensor) -> Tensor:
-    """``Σ_{t_j > t_k} max(0, v_k − v_j)`` per row in ``O(C log C)`` (two argsorts).
-
-    Without ties, κ_i = rank_v(i) − rank_t(i) (0-based ranks), so the sum is
-    ``½ Σ_r w_r (v_(r by v) − v_(r by t))`` with ``w_r = 2r − (C − 1)``: two gathers, no inverse
-    permutation. A row with a tie in ``v`` or ``t`` takes :func:`_prr_coefficients`.
-    """
-    c = v.shape[1]
-    ov = torch.from_numpy(np.argsort(_host(v), axis=1)).to(v.device)
-    ot = torch.from_numpy(np.argsort(_host(t), axis=1)).to(v.device)
-    by_v, by_t = v.gather(1, ov), v.gather(1, ot)
-    if _has_ties(by_v) or _has_ties(t.gather(1, ot)):
-        return (_prr_coefficients(v, t).to(v.dtype) * v).sum(1)
-    w = torch.arange(c, dtype=v.dtype, device=v.device) * 2 - (c - 1)
-    return ((by_v - by_t) * w).sum(1) / 2
+    """``Σ_{t_j > t_k} max(0, v_k − v_j)`` per row in ``O(C log C)`` (see :class:`_SortedPRR`)."""
+    return _SortedPRR.apply(v, t)
 
 
 #: ``prr_loss(impl="auto")`` sorts from this many labels on (CPU); below it the pairwise kernel,
