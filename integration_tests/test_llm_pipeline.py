@@ -18,6 +18,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "pipelines" / "llm_efficiency.py"
+# one worker runs every test of this module (CI: --dist loadgroup), so the module fixture — the
+# whole pipeline, ~140 s — is built once, not once per xdist worker
+pytestmark = pytest.mark.xdist_group("llm_pipeline")
+
 PRIVATE = re.compile(r"^\s*(?:from|import)\s+eff_\w+(?:\.\w+)*\._\w+", re.M)
 
 

@@ -141,6 +141,7 @@ def pytest_args(skip_slow: bool) -> list[str]:
         "loadgroup",  # tests marked xdist_group share a worker (the Flower simulations)
         "-p",
         "no:cacheprovider",
+        "--durations=15",  # where CI's time goes, in every log
     ]
     if skip_slow:
         args += ["-m", "not slow"]
