@@ -471,3 +471,12 @@ class _FixedUniforms:
     def random(self, shape):
         assert np.prod(shape) == self.u.size
         return self.u.reshape(shape)
+
+
+@pytest.mark.parametrize("q", [LinearQuantizer(8), LogQuantizer(8, dim=50)], ids=repr)
+def test_quantize_rejects_nan_and_saturates_inf(q):
+    x = np.array([0.3, np.nan, -0.2])
+    with pytest.raises(ValueError, match="NaN"):
+        q.quantize(x, 0)
+    lo, hi = q.range
+    np.testing.assert_array_equal(q.quantize(np.array([np.inf, -np.inf]), 0), [hi, lo])

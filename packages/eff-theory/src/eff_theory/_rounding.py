@@ -46,8 +46,12 @@ def _float_bits(typingctx, x):  # noqa: ANN001, ANN202, ARG001
 
 @njit(cache=True)
 def linear_round(x, u, delta, kmin, kmax, out):  # noqa: ANN001, ANN201
+    """Q(x) on the linear grid, given the uniforms u; whether x held a NaN."""
+    nan = False
     for n in range(x.size):
+        nan |= x[n] != x[n]
         out[n] = _linear(x[n], u[n], delta, kmin, kmax)
+    return nan
 
 
 @njit(cache=True)
@@ -64,10 +68,12 @@ def linear_row_sum(X, proj, u, first, delta, kmin, kmax, acc):  # noqa: ANN001, 
 
 @njit(cache=True)
 def log_round(x, u, q, gap, inv_gap, thr, table, key0, shift, one_step, next_exact, out):  # noqa: ANN001, ANN201
-    """Q(x) on the log grid, given the uniforms u. One loop body (a numba helper taking the grid's
-    arrays is called per element, not inlined: ~80 ns per element)."""
+    """Q(x) on the log grid, given the uniforms u; whether x held a NaN. One loop body (a numba
+    helper taking the grid's arrays is called per element, not inlined: ~80 ns per element)."""
+    nan = False
     for n in range(x.size):
         x_n = x[n]
+        nan |= x_n != x_n
         # branch-free where the data decides: rounding up is a coin flip (a branch
         # mispredicts half the time); both neighbours of the cell are loaded before it
         a = min(abs(x_n), q[-1])
@@ -84,6 +90,7 @@ def log_round(x, u, q, gap, inv_gap, thr, table, key0, shift, one_step, next_exa
         else:
             o = lo + (g if up else 0.0)
         out[n] = np.copysign(o, x_n)
+    return nan
 
 
 @njit(cache=True)

@@ -91,15 +91,20 @@ def _blockwise(kernel: Any, x: Any, rng: RngLike) -> np.ndarray:
 def _blockwise_into(quantizer: Any, x: Any, rng: RngLike) -> np.ndarray:
     """``_blockwise(quantizer._quantize_block, x, rng)`` by the quantizer's compiled kernel
     (``_round_into(x, u, out)``, :mod:`eff_theory._rounding`; issue #25): the uniforms drawn by
-    blocks into one buffer, then one pass per block. Same draws, same bits."""
+    blocks into one buffer, then one pass per block. Same draws, same bits. ``ValueError`` for a
+    NaN in ``x`` (±inf saturate)."""
     gen = np.random.default_rng(rng)
     x = np.asarray(x, dtype=np.float64)
     flat = x.reshape(-1)
     out = np.empty_like(flat)
     u = np.empty(min(flat.size, _BLOCK))
+    nan = False
     for start in range(0, flat.size, _BLOCK):
         stop = min(start + _BLOCK, flat.size)
-        quantizer._round_into(flat[start:stop], gen.random(out=u[: stop - start]), out[start:stop])
+        draws = gen.random(out=u[: stop - start])
+        nan |= quantizer._round_into(flat[start:stop], draws, out[start:stop])
+    if nan:
+        raise ValueError(f"x must not contain NaN ({int(np.isnan(flat).sum())} of {flat.size})")
     return out.reshape(x.shape)
 
 
@@ -169,9 +174,9 @@ class LinearQuantizer:
         low *= self.delta
         return low
 
-    def _round_into(self, x: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
-        # _quantize_block compiled, given its uniforms u (same bits)
-        _rounding.linear_round(x, u, *self._kernel_args, out)
+    def _round_into(self, x: np.ndarray, u: np.ndarray, out: np.ndarray) -> bool:
+        # _quantize_block compiled, given its uniforms u (same bits); whether x held a NaN
+        return _rounding.linear_round(x, u, *self._kernel_args, out)
 
     def _round_rows(
         self, X: np.ndarray, proj: np.ndarray, u: np.ndarray, first: bool, acc: np.ndarray
@@ -310,10 +315,10 @@ class LogQuantizer:
         out += step
         return np.copysign(out, x, out=out)
 
-    def _round_into(self, x: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
+    def _round_into(self, x: np.ndarray, u: np.ndarray, out: np.ndarray) -> bool:
         # _quantize_block compiled, given its uniforms u (same bits; the cell index from the
-        # reference's own thresholds, see eff_theory._rounding)
-        _rounding.log_round(x, u, *self._kernel_args, out)
+        # reference's own thresholds, see eff_theory._rounding); whether x held a NaN
+        return _rounding.log_round(x, u, *self._kernel_args, out)
 
     def _round_rows(
         self, X: np.ndarray, proj: np.ndarray, u: np.ndarray, first: bool, acc: np.ndarray
