@@ -33,19 +33,19 @@ def _linear(x: float, u: float, delta: float, kmin: float, kmax: float) -> float
 
 
 @intrinsic
-def _float_bits(typingctx, x):  # noqa: ANN001, ANN202, ARG001
+def _float_bits(typingctx, x):
     """The IEEE-754 bit pattern of a float64 as an int64 (a bitcast; numba's scalar .view
     allocates)."""
     sig = types.int64(types.float64)
 
-    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
+    def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], context.get_value_type(types.int64))
 
     return sig, codegen
 
 
 @njit(cache=True)
-def linear_round(x, u, delta, kmin, kmax, out):  # noqa: ANN001, ANN201
+def linear_round(x, u, delta, kmin, kmax, out):
     """Q(x) on the linear grid, given the uniforms u; whether x held a NaN."""
     nan = False
     for n in range(x.size):
@@ -55,7 +55,7 @@ def linear_round(x, u, delta, kmin, kmax, out):  # noqa: ANN001, ANN201
 
 
 @njit(cache=True)
-def linear_row_sum(X, proj, u, first, delta, kmin, kmax, acc):  # noqa: ANN001, ANN201
+def linear_row_sum(X, proj, u, first, delta, kmin, kmax, acc):
     """acc (+)= Σ_j Q(X[j]·proj[j]) row by row, in order (numpy's sum over a non-contiguous axis);
     ``first``: acc starts as the first row (numpy's reduction copies it; -0.0 stays)."""
     rows, d = X.shape
@@ -67,7 +67,7 @@ def linear_row_sum(X, proj, u, first, delta, kmin, kmax, acc):  # noqa: ANN001, 
 
 
 @njit(cache=True)
-def log_round(x, u, q, gap, inv_gap, thr, table, key0, shift, one_step, next_exact, out):  # noqa: ANN001, ANN201
+def log_round(x, u, q, gap, inv_gap, thr, table, key0, shift, one_step, next_exact, out):
     """Q(x) on the log grid, given the uniforms u; whether x held a NaN. One loop body (a numba
     helper taking the grid's arrays is called per element, not inlined: ~80 ns per element)."""
     nan = False
@@ -85,7 +85,7 @@ def log_round(x, u, q, gap, inv_gap, thr, table, key0, shift, one_step, next_exa
                 i += 1
         lo, hi, ig, g = q[i], q[i + 1], inv_gap[i], gap[i]
         up = u[n] < (a - lo) * ig
-        if next_exact:  # q_i + gap_i is q_{i+1} on this grid
+        if next_exact:  # noqa: SIM108 (q_i + gap_i is q_{i+1} on this grid)
             o = hi if up else lo
         else:
             o = lo + (g if up else 0.0)
@@ -96,7 +96,7 @@ def log_round(x, u, q, gap, inv_gap, thr, table, key0, shift, one_step, next_exa
 @njit(cache=True)
 def log_row_sum(
     X, proj, u, first, q, gap, inv_gap, thr, table, key0, shift, one_step, next_exact, acc
-):  # noqa: ANN001, ANN201, E501
+):
     """:func:`linear_row_sum` on the log grid: each row formed, rounded by :func:`log_round` (a
     call per row; its loop with the products inlined ran 3x slower) and added."""
     rows, d = X.shape
@@ -116,7 +116,7 @@ def log_row_sum(
                 acc[k] += rounded[k]
 
 
-def log_cell_thresholds(cell_index, levels: np.ndarray) -> np.ndarray:  # noqa: ANN001
+def log_cell_thresholds(cell_index, levels: np.ndarray) -> np.ndarray:
     """thr[k] = the smallest float a in [0, q_N] with ``cell_index(a) >= k`` (k = 1 … N − 1);
     thr[0] = 0, thr[N] = inf. ``cell_index`` is the reference's vectorised index expression,
     non-decreasing in a; ``levels`` = q_0 … q_N. Bisection over the bit patterns of the

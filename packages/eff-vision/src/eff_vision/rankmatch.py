@@ -31,8 +31,8 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from numba import njit
 import torch.nn.functional as F
+from numba import njit
 from torch import Tensor, nn
 
 from eff_shared.errors import check_choice, check_int, check_positive, check_type
@@ -102,7 +102,7 @@ def _unsort(order: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _packed_keys(a):  # noqa: ANN001, ANN202
+def _packed_keys(a):
     """float32 rows → int64 keys: the value's order-preserving bits above its column, so that one
     integer sort gives the order and the sorted values (issue #25: without AVX-512 numpy's argsort
     has no SIMD path and cost 2.3x an int64 sort at 256 x 100, plus a sort for the values)."""
@@ -120,7 +120,7 @@ def _packed_keys(a):  # noqa: ANN001, ANN202
 
 
 @njit(cache=True)
-def _place_signed_ranks(packed, out):  # noqa: ANN001, ANN202
+def _place_signed_ranks(packed, out):
     """out[i, column] = 2·rank − (C − 1) from row-sorted packed keys; whether a row has a tie."""
     n, c = packed.shape
     tie = False
@@ -211,13 +211,13 @@ class _SortedPRR(torch.autograd.Function):
     and their autograd nodes it replaces cost more than the sorts at batch 256)."""
 
     @staticmethod
-    def forward(ctx: Any, v: Tensor, t: Tensor) -> Tensor:  # noqa: D102
+    def forward(ctx: Any, v: Tensor, t: Tensor) -> Tensor:
         kappa = _prr_coefficients(v, t).to(v.dtype)
         ctx.save_for_backward(kappa)
         return (kappa * v).sum(1)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:  # noqa: D102
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
         (kappa,) = ctx.saved_tensors
         return kappa * grad[:, None], None
 
