@@ -29,8 +29,6 @@ def pytest_collection_modifyitems(config, items):
     # Two Ray-backed Flower simulations started at once on one machine interfere (the second
     # one's results came out wrong under load): keep every `flower` test on one xdist worker
     # (ci.py runs pytest with `--dist loadgroup`).
-    import pytest
-
     for item in items:
         if item.get_closest_marker("flower") is not None:
             item.add_marker(pytest.mark.xdist_group("ray"))

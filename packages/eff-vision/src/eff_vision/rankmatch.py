@@ -148,12 +148,9 @@ def _less_minus_greater(keys: np.ndarray) -> tuple[np.ndarray, bool]:
     else:
         order = np.argsort(keys, axis=1)
         srt = np.sort(keys, axis=1)  # cheaper than gathering through ``order``
-        if not (srt[:, 1:] == srt[:, :-1]).any():
-            flat = np.empty(n * c, dtype=np.intp)
-            flat[(order + (np.arange(n) * c)[:, None]).ravel()] = np.tile(
-                2 * np.arange(c) - (c - 1), n
-            )
-            return flat.reshape(n, c), False
+        if not (srt[:, 1:] == srt[:, :-1]).any():  # no ties: the count is 2·rank − (C − 1)
+            ranks = np.broadcast_to(2 * np.arange(c) - (c - 1), (n, c))
+            return _unsort(order, ranks), False
     start, end = _run_bounds(srt)
     return _unsort(order, start - (c - end)), True
 
