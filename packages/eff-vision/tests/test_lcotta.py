@@ -185,6 +185,24 @@ def test_nonfinite_gradient_warns_and_skips():
     assert all(torch.equal(a, b) for a, b in zip(p0, lc.params, strict=True))
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_one_nonfinite_gradient_entry_skips_the_update(bad):
+    """One poisoned entry among the finite ones is enough (the check reads max |g|)."""
+    lc = _lcotta(_ln_model())
+    p0 = [p.detach().clone() for p in lc.params]
+
+    def poison(grad):
+        grad = grad.clone()
+        grad.view(-1)[-1] = bad
+        return grad
+
+    lc.params[len(lc.params) // 2].register_hook(poison)
+    with pytest.warns(RuntimeWarning, match="non-finite gradient"):
+        lc(_batches(1, seed=9)[0])
+    assert lc.stats["nonfinite_skipped"] == 1
+    assert all(torch.equal(a, b) for a, b in zip(p0, lc.params, strict=True))
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match=r"rank must be an integer in \[1, inf\]"):
         LCoTTA(_ln_model(), rank=0)
@@ -495,6 +513,31 @@ def test_incremental_projection_equals_the_reference_over_many_refreshes(center,
     # the window (views of the ring) holds the last 7 recorded gradients, oldest first
     for a, b in zip(inc._window, vs[-13::2], strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-5), (torch.float64, 1e-11)])
+def test_project_with_norms(dtype, tol):
+    """The reference path returns exactly ``project`` and the two ``Tensor.norm`` values; the
+    incremental path's one compiled call (also on a 2-D view, and for a gradient of another
+    dtype, which takes the generic path) agrees with them to rounding."""
+    ref, inc = _pair(rank=4, window=9, every=1)
+    vs = _stream_of_gradients(12, 333, seed=31, mean_scale=1.0, dtype=dtype)
+    for step, v in enumerate(vs, start=1):
+        ref.observe(step, v)
+        inc.observe(step, v)
+    x = _stream_of_gradients(1, 333, seed=32, dtype=dtype)[0]
+    gp, n, pn = ref.project_with_norms(x)
+    assert torch.equal(gp, ref.project(x)) and n == float(x.norm()) and pn == float(gp.norm())
+    assert 0 < pn < n
+    for y in (x, x.reshape(9, 37), x.double() if dtype == torch.float32 else x.float()):
+        gi, ni, pni = inc.project_with_norms(y)
+        assert gi.shape == y.shape and gi.dtype == y.dtype
+        want = ref.project(y).double()
+        err = float((gi.double() - want).norm() / want.norm())
+        assert err <= (tol if y.dtype == dtype else 1e-5)
+        assert ni == pytest.approx(float(y.double().norm()), rel=1e-6)
+        assert pni == pytest.approx(float(want.norm()), rel=1e-5)
+    assert ref.project_with_norms(x)[1] == n  # unchanged by the calls
 
 
 def test_incremental_window_of_exactly_k_drops_the_zero_variance_axis():

@@ -119,6 +119,44 @@ def _combine(coef: np.ndarray, ring: np.ndarray, n: int, out: np.ndarray) -> Non
         out[:, j0 : j0 + m] = acc[:, :m]
 
 
+@njit(cache=True, fastmath=_FAST, boundscheck=False)
+def _project_norms(basis: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """``(basisᵀ(basis g), ‖g‖², ‖basisᵀ(basis g)‖²)``: the coordinates ``basis g`` and the
+    squared norms accumulated in float64, the projection in the basis's dtype; two passes over
+    the basis (LCoTTA's per-step projection and its energy statistic in one call)."""
+    k, d = basis.shape
+    y = np.zeros(k)
+    g_sq = 0.0
+    for j in range(d):
+        gj = np.float64(g[j])
+        g_sq += gj * gj
+    for a in range(k):
+        ba = basis[a]
+        s = 0.0
+        for j in range(d):
+            s += np.float64(ba[j]) * np.float64(g[j])
+        y[a] = s
+    yc = y.astype(basis.dtype)
+    out = np.zeros(d, basis.dtype)  # fresh: no aliasing with the basis, so the loops vectorise
+    a = 0
+    while a + 4 <= k:
+        b0, b1, b2, b3 = basis[a], basis[a + 1], basis[a + 2], basis[a + 3]
+        c0, c1, c2, c3 = yc[a], yc[a + 1], yc[a + 2], yc[a + 3]
+        for j in range(d):
+            out[j] += c0 * b0[j] + c1 * b1[j] + c2 * b2[j] + c3 * b3[j]
+        a += 4
+    while a < k:
+        ba, ca = basis[a], yc[a]
+        for j in range(d):
+            out[j] += ca * ba[j]
+        a += 1
+    p_sq = 0.0
+    for j in range(d):
+        pj = np.float64(out[j])
+        p_sq += pj * pj
+    return out, g_sq, p_sq
+
+
 @njit(cache=True)
 def _centred_gram(gram: np.ndarray, n: int, center: bool, out: np.ndarray) -> float:
     """``out`` = the leading ``n × n`` block of ``gram``, centred (``G − r1ᵀ − 1rᵀ + r̄``, ``r``
@@ -356,6 +394,26 @@ class GradientSubspaceTracker:
         flat = g.reshape(-1)
         return (basis.T @ (basis @ flat.to(basis.dtype))).to(g.dtype).reshape(g.shape)
 
+    def project_with_norms(self, g: Tensor) -> tuple[Tensor, float, float]:
+        """``(project(g), ‖g‖, ‖project(g)‖)``. The reference path computes exactly what
+        ``project`` and ``Tensor.norm`` give; the incremental path on CPU (float32/64, ``g`` of
+        the ring's dtype) makes one compiled call (the coordinates and norms accumulated in
+        float64) instead of two mat-vecs and two norms."""
+        basis = self.basis
+        if (
+            basis is not None
+            and self.impl == "incremental"
+            and self._ring_np is not None
+            and g.dtype == basis.dtype
+            and g.device.type == "cpu"
+            and basis.device.type == "cpu"
+        ):
+            out, g_sq, p_sq = _project_norms(basis.numpy(), g.detach().reshape(-1).numpy())
+            return torch.from_numpy(out).reshape(g.shape), math.sqrt(g_sq), math.sqrt(p_sq)
+        norm = float(g.norm())  # before the projection, while g is in cache (same value)
+        gp = self.project(g)
+        return gp, norm, float(gp.norm())
+
 
 class LCoTTA(EATA):
     """LCoTTA: EATA's loss with the gradient projected on a tracked principal subspace.
@@ -415,11 +473,9 @@ class LCoTTA(EATA):
     def transform_grad(self, g: Tensor) -> Tensor:
         self.subspace.observe(self.t, g)
         if self.subspace.ready:
-            norm = float(g.norm())  # before the projection, while g is in cache (same value)
-            gp = self.subspace.project(g)
+            g, norm, p_norm = self.subspace.project_with_norms(g)
             self.stats["projected"] += 1
-            self.stats["energy_sum"] += float(gp.norm()) / norm if norm > 0 else 0.0
-            g = gp
+            self.stats["energy_sum"] += p_norm / norm if norm > 0 else 0.0
         self.last_update_grad = g.detach().clone()
         return g
 
