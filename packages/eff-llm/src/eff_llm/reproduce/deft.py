@@ -20,10 +20,13 @@ Paper claims, the median over seeds 0–4 (full mode only: quick mode cannot aff
 adaptation runs, it adapts 20 steps for the checks): DEFT-relu '−'
 accuracy − max(0.45, LoRA − 0.02) ≥ 0 (the spec's threshold, per seed), and the paper's headline
 that DEFT keeps the old task better than LoRA (retained '+' accuracy DEFT-relu − LoRA ≥ 0; it did
-not reproduce in the spec's prototype). Full mode, seeds 0–4, with the gated pre-training (500,
-1500, 500, 1500, 3000 steps; '+' accuracy 1.0 at every seed): the first +0.036 [+0.003, +0.192],
-5/5 seeds; retention +0.008 [−0.012, +0.043], 3/5 (with the spec's fixed 500 steps, three of the
-five seeds compared adapters on a base at '+' accuracy 0.22–0.56).
+not reproduce in the spec's prototype; ``xfail``). Full mode, seeds 0–4, with the gated
+pre-training (500, 1500, 500, 1500, 3000 steps; '+' accuracy 1.0 at every seed) on an Intel Xeon:
+the first +0.036 [+0.003, +0.192], 5/5 seeds; retention +0.008 [−0.012, +0.043], 3/5 (with the
+spec's fixed 500 steps, three of the five seeds compared adapters on a base at '+' accuracy
+0.22–0.56). The same code on an AMD EPYC (AVX2) trains differently from the first float-kernel
+difference on (pre-training 500, 1500, 500, 1000, 1000 steps): the first +0.020 [−0.058, +0.161],
+3/5; retention −0.055 [−0.105, +0.004], 1/5 — so retention is recorded as not reproduced.
 """
 
 from __future__ import annotations
@@ -265,6 +268,12 @@ PAPER_HEADLINE = (
     "while retaining instruction ability and editability (Dreambooth, Dreambench Plus, InsDet, "
     "VisualCloze)"
 )
+_RETENTION_REASON = (
+    "depends on the CPU's float kernels: +0.008 [-0.012, +0.043], 3/5 seeds on an Intel Xeon "
+    "(AVX-512), -0.055 [-0.105, +0.004], 1/5 on an AMD EPYC (AVX2), same code and seeds; retained "
+    "'+' accuracy is 0.07-0.29 for every adapter after 300 steps on '-', and the DEFT-LoRA gap is "
+    "within the spread of training (the spec's prototype: 0.148 DEFT-relu vs 0.163 LoRA)"
+)
 _PAPER = "state-of-the-art personalization with retained editability (Dreambooth / Dreambench Plus, Stable Diffusion)"
 
 #: Quick mode: the checks only (the full pre-training for the gate, 20 adaptation steps).
@@ -399,8 +408,12 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: DeftReproConfig | None = None)
                 0.0,
                 seeds=seeds,
                 # 5-seed full runs: +0.020 [−0.008, +0.031], 4/5 seeds with 500 pre-training steps;
-                # +0.008 [−0.012, +0.043], 3/5 with the gated pre-training (the spec's prototype did
-                # not reproduce it: retained 0.148 DEFT-relu vs 0.163 LoRA)
+                # +0.008 [−0.012, +0.043], 3/5 with the gated pre-training, both on an Intel Xeon
+                # (AVX-512); the same code on an AMD EPYC (AVX2): −0.055 [−0.105, +0.004], 1/5 (the
+                # spec's prototype did not reproduce it either: retained 0.148 DEFT-relu vs 0.163
+                # LoRA). The margin lies within the spread of the float kernels' training paths.
+                expected="xfail",
+                reason=_RETENTION_REASON,
                 paper=_PAPER,
                 modes=("full",),
                 headline=True,
@@ -426,8 +439,9 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: DeftReproConfig | None = None)
         f"pre-training: one Adam run per seed, the gate ('+' accuracy >= {cfg.gate}) judged every "
         f"{cfg.pretrain_steps} steps (the spec's length) up to {cfg.pretrain_max_steps}: steps per "
         f"seed {[outs[s]['pretrain_steps'] for s in seeds]}, '+' accuracy "
-        f"{[round(outs[s]['base_acc'], 3) for s in seeds]} (500 steps leave seeds 1, 3, 4, 6, 9 "
-        "of 0-9 at 0.32-0.53; all reach 1.0 by 3000)"
+        f"{[round(outs[s]['base_acc'], 3) for s in seeds]} (on an Intel Xeon, 500 steps left seeds "
+        "1, 3, 4, 6, 9 of 0-9 at 0.32-0.53 and all reached 1.0 by 3000; the count of steps "
+        "follows the CPU's float kernels)"
     )
     for s, a, r in zip(seeds, new_task, retained_all, strict=True):
         result.notes.append(
