@@ -517,9 +517,9 @@ def test_incremental_projection_equals_the_reference_over_many_refreshes(center,
 
 @pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-5), (torch.float64, 1e-11)])
 def test_project_with_norms(dtype, tol):
-    """The reference path returns exactly ``project`` and the two ``Tensor.norm`` values; the
-    incremental path's one compiled call (also on a 2-D view, and for a gradient of another
-    dtype, which takes the generic path) agrees with them to rounding."""
+    """The reference tracker returns exactly ``project`` and the two ``Tensor.norm`` values; the
+    incremental one (also on a 2-D view, and for a gradient of another dtype) agrees with them to
+    the rounding of its basis."""
     ref, inc = _pair(rank=4, window=9, every=1)
     vs = _stream_of_gradients(12, 333, seed=31, mean_scale=1.0, dtype=dtype)
     for step, v in enumerate(vs, start=1):
