@@ -383,9 +383,15 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: CKARLReproConfig | None = None
     return result
 
 
-#: expected verdicts of the per-budget claims, set by the first full run (seeds 0-5):
-#: (steps per task, "ft" | "auc") -> reason
-_STEPS_XFAIL: dict[tuple[int, str], str] = {}
+#: expected verdicts of the per-budget claims, set by the first full run (seeds 0-5; AMD EPYC
+#: 2-core box, 2026-12-05 — the main 40k runs there equal the ledger's Intel Xeon run value for
+#: value): (steps per task, "ft" | "auc") -> reason
+_STEPS_XFAIL: dict[tuple[int, str], str] = {
+    (10_000, "ft"): "median +0.064 [+0.00, +0.12] over seeds 0-5 (2/6 seeds >= 0.1; > 0 on 5/6, "
+    "0 on seed 0): at 10k steps per task both transfers are negative against from scratch "
+    "(mean AUC: scratch 0.19, CKA-RL 0.12, fine-tune 0.075, medians); CKA-RL loses less than "
+    "fine-tune, by less than the threshold",
+}
 
 
 def _steps_section(
