@@ -26,6 +26,13 @@ features, L-BFGS, C = 1) on the mean-pooled student tokens for the four ComBo ta
 test 297); the last epoch of every run is evaluated (no selection). Quick mode distils 8 epochs
 and skips the per-teacher router runs of threshold 2; full mode runs the spec's 20 epochs.
 
+Full mode, seeds 0–4: hawaii − lite +0.024 [−0.007, +0.037], 4/5 seeds on an Intel Xeon (AVX-512)
+and +0.017 [−0.003, +0.019], 3/5 on an AMD EPYC (AVX2) — reproduces on both; hawaii − best single
+teacher +0.004 [−0.008, +0.028], 4/5 on the Xeon but a tie on the EPYC (median −7e-9, float32
+rounding of equal accuracies, 2/5), so that headline is an ``xfail`` (:data:`SINGLE_XFAIL`): the
+same code and seeds train differently from the first float-kernel difference on, and the margin is
+within that spread.
+
 Another teacher set (issue #26; full mode, :func:`other_teacher_set`): the headline comparisons
 with the teachers autoencoder, rotation and random (no supervised teacher), in a smaller section of
 :data:`OTHER_EPOCHS` = 10 distillation epochs (half the spec's 20) with only the lite, hawaii and
@@ -449,6 +456,51 @@ def _other_claims(
     )
 
 
+#: the best-single-teacher headline flipped between the two CPUs it was run on (same code and seeds)
+SINGLE_XFAIL = (
+    "depends on the CPU's float kernels: +0.004 [-0.008, +0.028], 4/5 seeds on an Intel Xeon "
+    "(AVX-512); on an AMD EPYC (AVX2) a tie, median -7e-9 [-0.013, +0.013], 2/5 seeds (at seed 1 "
+    "hawaii and the best single teacher classify the same number of test images; -7e-9 is float32 "
+    "rounding of the per-task accuracies): same code and seeds, and the per-seed margins (±16 of the "
+    "4 × 297 test images) lie within the spread of training"
+)
+
+
+def main_claims(
+    per: dict[int, dict[str, Any]], seeds: list[int], cfg: HawaiiReproConfig
+) -> list[Claim]:
+    """The paper claims of the main section from the per-seed numbers of :func:`_one_seed`
+    (``vs_lite``, ``entropy``, and where run ``vs_single``, ``share``, ``no_weights``)."""
+    vals = lambda key: [per[s][key] for s in seeds]  # noqa: E731
+    judged: tuple[Mode, ...] = ("full",)
+    claims = [
+        paper_claim("hawaii − lite (plain multi-teacher feature regression), mean linear-probe accuracy over 4 tasks",
+                    vals("vs_lite"), 0.01, ">=", seeds=seeds, modes=judged, paper=PAPER, headline=True),
+        paper_claim("teacher-router entropy: end − start of the hawaii distillation (nats)", vals("entropy"), 0.0, "<",
+                    seeds=seeds, modes=judged, paper="abstract: the router learns to switch between teachers"),
+    ]  # fmt: skip
+    if cfg.singles:
+        claims.append(
+            paper_claim("hawaii − best single-teacher distillation (per seed), mean probe accuracy",
+                        vals("vs_single"), 0.0, ">=", seeds=seeds, modes=judged, paper=PAPER, headline=True,
+                        expected="xfail", reason=SINGLE_XFAIL)
+        )  # fmt: skip
+    if "share" in per[seeds[0]]:
+        claims.append(
+            paper_claim("min over teachers t of the share of (token, layer) routes to expert t when distilling "
+                        "from teacher t alone", vals("share"), 0.60, ">=", seeds=seeds, modes=judged,
+                        expected="xfail", paper="abstract: expert e_t is tied to teacher t (no number)",
+                        reason="measured 0.25–0.49 at seed 0 (our reading of unreleased code; dense routing)")
+        )  # fmt: skip
+    if cfg.no_weights:
+        claims.append(
+            paper_claim("hawaii without token-importance weights − hawaii, mean probe accuracy (must not improve)",
+                        vals("no_weights"), 0.0, "<=", seeds=seeds, modes=judged,
+                        paper="abstract: token-importance weighting of the fine-grained distillation (no number)")
+        )  # fmt: skip
+    return claims
+
+
 def run(mode: Mode = "quick", seed: int = 0, cfg: HawaiiReproConfig | None = None) -> Result:
     check_choice("mode", mode, ["quick", "full"])
     # quick (CI budget): one seed, 4 teachers, 5 pre-training and 3 distillation epochs, probes of
@@ -478,32 +530,7 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: HawaiiReproConfig | None = Non
         "multi-teacher distillation (MoVE-KD) on VLM benchmarks (LLaVA-1.5; no number in our sources)",
     )  # fmt: skip
     result.table = [{"seed": seed, **r} for r in out["rows"]]
-    vals = lambda key: [per[s][key] for s in seeds]  # noqa: E731
-    judged: tuple[Mode, ...] = ("full",)
-    result.claims += [
-        paper_claim("hawaii − lite (plain multi-teacher feature regression), mean linear-probe accuracy over 4 tasks",
-                    vals("vs_lite"), 0.01, ">=", seeds=seeds, modes=judged, paper=PAPER, headline=True),
-        paper_claim("teacher-router entropy: end − start of the hawaii distillation (nats)", vals("entropy"), 0.0, "<",
-                    seeds=seeds, modes=judged, paper="abstract: the router learns to switch between teachers"),
-    ]  # fmt: skip
-    if cfg.singles:
-        result.claims.append(
-            paper_claim("hawaii − best single-teacher distillation (per seed), mean probe accuracy",
-                        vals("vs_single"), 0.0, ">=", seeds=seeds, modes=judged, paper=PAPER, headline=True)
-        )  # fmt: skip
-    if out["routes"]:
-        result.claims.append(
-            paper_claim("min over teachers t of the share of (token, layer) routes to expert t when distilling "
-                        "from teacher t alone", vals("share"), 0.60, ">=", seeds=seeds, modes=judged,
-                        expected="xfail", paper="abstract: expert e_t is tied to teacher t (no number)",
-                        reason="measured 0.25–0.49 at seed 0 (our reading of unreleased code; dense routing)")
-        )  # fmt: skip
-    if cfg.no_weights:
-        result.claims.append(
-            paper_claim("hawaii without token-importance weights − hawaii, mean probe accuracy (must not improve)",
-                        vals("no_weights"), 0.0, "<=", seeds=seeds, modes=judged,
-                        paper="abstract: token-importance weighting of the fine-grained distillation (no number)")
-        )  # fmt: skip
+    result.claims += main_claims(per, seeds, cfg)
     result.claims += _mechanics(out, seed, cfg)
     tm = sum(out["teacher_macs"].values())
     shares = [round(v, 3) for v in router[-1][1]["share"]]
