@@ -26,12 +26,13 @@ features, L-BFGS, C = 1) on the mean-pooled student tokens for the four ComBo ta
 test 297); the last epoch of every run is evaluated (no selection). Quick mode distils 8 epochs
 and skips the per-teacher router runs of threshold 2; full mode runs the spec's 20 epochs.
 
-Full mode, seeds 0–4: hawaii − lite +0.024 [−0.007, +0.037], 4/5 seeds on an Intel Xeon (AVX-512)
-and +0.017 [−0.003, +0.019], 3/5 on an AMD EPYC (AVX2) — reproduces on both; hawaii − best single
-teacher +0.004 [−0.008, +0.028], 4/5 on the Xeon but a tie on the EPYC (median −7e-9, float32
-rounding of equal accuracies, 2/5), so that headline is an ``xfail`` (:data:`SINGLE_XFAIL`): the
-same code and seeds train differently from the first float-kernel difference on, and the margin is
-within that spread.
+Full mode, seeds 0–4: hawaii − lite +0.024 [−0.007, +0.037], 4/5 seeds in the first full run (the
+ledger's, an earlier 2-core box) and +0.017 [−0.003, +0.019], 3/5 on an Intel Xeon (CPU model 207,
+AVX-512) — reproduces on both; hawaii − best single teacher +0.004 [−0.008, +0.028], 4/5 in the first
+run but a tie on the Xeon (median −7e-9, float32 rounding of equal accuracies, 2/5), so that
+headline is an ``xfail`` (:data:`SINGLE_XFAIL`). The first run's commit gives the Xeon's numbers on
+the Xeon: the same code and seeds train differently from the first float-kernel difference on, and
+the margin is within that spread.
 
 Another teacher set (issue #26; full mode, :func:`other_teacher_set`): the headline comparisons
 with the teachers autoencoder, rotation and random (no supervised teacher), in a smaller section of
@@ -456,13 +457,15 @@ def _other_claims(
     )
 
 
-#: the best-single-teacher headline flipped between the two CPUs it was run on (same code and seeds)
+#: the best-single-teacher headline held in the first full run and is a tie on another machine
+#: (same code and seeds: the first run's commit gives the second machine's numbers there)
 SINGLE_XFAIL = (
-    "depends on the CPU's float kernels: +0.004 [-0.008, +0.028], 4/5 seeds on an Intel Xeon "
-    "(AVX-512); on an AMD EPYC (AVX2) a tie, median -7e-9 [-0.013, +0.013], 2/5 seeds (at seed 1 "
-    "hawaii and the best single teacher classify the same number of test images; -7e-9 is float32 "
-    "rounding of the per-task accuracies): same code and seeds, and the per-seed margins (±16 of the "
-    "4 × 297 test images) lie within the spread of training"
+    "depends on the machine: +0.004 [-0.008, +0.028], 4/5 seeds in the first full run (an earlier "
+    "2-core box, worker processes); a tie on an Intel Xeon (CPU model 207, AVX-512), median -7e-9 "
+    "[-0.013, +0.013], 2/5 seeds (at seed 1 hawaii and the best single teacher classify the same "
+    "number of test images; -7e-9 is float32 rounding of the per-task accuracies), at the first "
+    "run's commit too: same code and seeds, and the per-seed margins (±16 of the 4 × 297 test "
+    "images) lie within the spread of training"
 )
 
 
