@@ -152,12 +152,15 @@ def test_reproduce_runs_torch_with_the_requested_threads_and_restores_them(monke
     import sys
     import types
 
+    import eff_shared
     from eff_shared import cli
 
     calls = []
     fake = types.ModuleType("torch")
     fake.get_num_threads = lambda: 8
     fake.set_num_threads = calls.append
+    fake.nn = types.ModuleType("torch.nn")  # what eff_shared.torch reads at import
+    fake.float32 = fake.float16 = fake.bfloat16 = fake.float64 = object()
     monkeypatch.setitem(sys.modules, "torch", fake)
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
@@ -165,12 +168,21 @@ def test_reproduce_runs_torch_with_the_requested_threads_and_restores_them(monke
         "find_spec",
         lambda n, *a: object() if n == "torch" else real_find_spec(n, *a),
     )
-    with cli._torch_threads(1):
-        assert calls == [1]
-    assert calls == [1, 8]
-    with cli._torch_threads(0):  # 0 leaves torch alone
-        pass
-    assert calls == [1, 8]
+    # the CLI imports the core's torch helper, which must see the stand-in: import it afresh and
+    # drop that copy afterwards (monkeypatch puts back a real one that was there before)
+    monkeypatch.delitem(sys.modules, "eff_shared.torch", raising=False)
+    monkeypatch.delattr(eff_shared, "torch", raising=False)
+    try:
+        with cli._torch_threads(1):
+            assert calls == [1]
+        assert calls == [1, 8]
+        with cli._torch_threads(0):  # 0 leaves torch alone
+            pass
+        assert calls == [1, 8]
+    finally:
+        sys.modules.pop("eff_shared.torch", None)
+        if "torch" in vars(eff_shared):
+            delattr(eff_shared, "torch")
 
 
 def test_paper_claim_statistics_over_seeds():

@@ -165,16 +165,11 @@ def _torch_threads(n: int) -> Iterator[None]:
     if n <= 0 or importlib.util.find_spec("torch") is None:
         yield
         return
-    # torch itself, not eff_shared.torch.threads: the CLI stays importable (and testable with a stand-in
-    # torch) in the torch-free eff-shared install, and this is the same get/set/restore.
-    import torch
+    # imported here: the CLI stays importable in the torch-free eff-shared install
+    from eff_shared.torch import threads
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
+    with threads(n):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _check_writable(path: Path, flag: str, *, is_dir: bool) -> None:

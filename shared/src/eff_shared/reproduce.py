@@ -479,9 +479,9 @@ def _init_worker(threads: int) -> None:
 
         threadpool_limits(threads)
     if importlib.util.find_spec("torch") is not None:
-        import torch  # only where a torch domain package is installed
+        from eff_shared.torch import pin_threads  # only where a torch domain package is installed
 
-        torch.set_num_threads(threads)
+        pin_threads(threads)
 
 
 def json_default(obj: Any) -> Any:
