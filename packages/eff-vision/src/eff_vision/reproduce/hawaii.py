@@ -71,9 +71,11 @@ from eff_vision.models import ClipImageTeacher
 __all__ = [
     "OTHER_EPOCHS",
     "OTHER_TEACHERS",
+    "SINGLE_XFAIL",
     "HawaiiReproConfig",
     "experiment",
     "logistic_probe",
+    "main_claims",
     "other_teacher_set",
     "pretrained_student",
     "run",
