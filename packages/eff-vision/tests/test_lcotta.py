@@ -498,6 +498,9 @@ def test_incremental_projection_equals_the_reference_over_many_refreshes(center,
     vs = _stream_of_gradients(90, 301, seed=21, mean_scale=2.0, dtype=dtype)
     probes = _stream_of_gradients(90, 301, seed=22, dtype=dtype)
     worst, compared = 0.0, 0
+    fused = []  # the recorded gradient's projection comes out of its refresh's pass
+    refresh = inc._refresh
+    inc._refresh = lambda with_last=False: fused.append(with_last) or refresh(with_last)
     for step, (v, probe) in enumerate(zip(vs, probes, strict=True), start=1):
         assert ref.observe(step, v) == inc.observe(step, v)
         assert ref.ready == inc.ready and len(ref) == len(inc)
@@ -509,6 +512,7 @@ def test_incremental_projection_equals_the_reference_over_many_refreshes(center,
             assert inc.basis.shape == ref.basis.shape and inc.basis.dtype == dtype
     assert inc.recorded == 45 > 6 * inc.window and inc.refreshes == ref.refreshes == 42
     assert inc.fallbacks == 0 and compared > 80
+    assert len(fused) == 42 and all(fused)
     assert worst <= tol, worst
     # the window (views of the ring) holds the last 7 recorded gradients, oldest first
     for a, b in zip(inc._window, vs[-13::2], strict=True):

@@ -58,7 +58,6 @@ _EPS64 = float(np.finfo(np.float64).eps)
 
 
 _FAST = {"reassoc", "contract"}  # vectorised sums; NaN/inf semantics kept
-_COMBINE_BLOCK = 1024
 
 
 @njit(cache=True, fastmath=_FAST, boundscheck=False)
@@ -86,37 +85,6 @@ def _ring_write(ring: np.ndarray, n: int, slot: int, g: np.ndarray, out: np.ndar
             s += np.float64(wi[j]) * np.float64(g[j])
         out[i] = s
         i += 1
-
-
-@njit(cache=True, fastmath=_FAST, boundscheck=False)
-def _combine(coef: np.ndarray, ring: np.ndarray, n: int, out: np.ndarray) -> None:
-    """``out = coef @ ring[:n]`` (``coef`` (k, n), ``out`` (k, d), all of the ring's dtype) in one
-    pass over the ring: blocks of columns, four rows of the ring per sweep of the accumulators."""
-    d = ring.shape[1]
-    k = coef.shape[0]
-    acc = np.zeros((k, _COMBINE_BLOCK), out.dtype)
-    for j0 in range(0, d, _COMBINE_BLOCK):
-        m = min(d, j0 + _COMBINE_BLOCK) - j0
-        acc[:, :m] = 0
-        i = 0
-        while i + 4 <= n:
-            w0, w1 = ring[i, j0 : j0 + m], ring[i + 1, j0 : j0 + m]
-            w2, w3 = ring[i + 2, j0 : j0 + m], ring[i + 3, j0 : j0 + m]
-            for a in range(k):
-                c0, c1, c2, c3 = coef[a, i], coef[a, i + 1], coef[a, i + 2], coef[a, i + 3]
-                acc_a = acc[a]
-                for j in range(m):
-                    acc_a[j] += c0 * w0[j] + c1 * w1[j] + c2 * w2[j] + c3 * w3[j]
-            i += 4
-        while i < n:
-            wi = ring[i, j0 : j0 + m]
-            for a in range(k):
-                ca = coef[a, i]
-                acc_a = acc[a]
-                for j in range(m):
-                    acc_a[j] += ca * wi[j]
-            i += 1
-        out[:, j0 : j0 + m] = acc[:, :m]
 
 
 @njit(cache=True)
@@ -204,8 +172,11 @@ class GradientSubspaceTracker:
     eigenvalue among the top ``rank`` may lie within ``2·err`` of the drop threshold, and the
     smallest kept eigenvalue and its gap to the first one left out must exceed ``1e6·err`` — the
     refresh runs the reference computation instead (on the same values, so bit-identical to
-    it), counted in ``fallbacks``. The projection equals the reference's to
-    ~1e-6 relative for float32 gradients and ~1e-12 for float64 ones (tested).
+    it), counted in ``fallbacks``. The gradient just recorded is projected in the refresh's own
+    pass over the ring: its coefficients ``Cᵀ(C (W g))`` (``W g`` is its Gram row, ``C`` the
+    axes' coefficients) are one more row of the combination, so a recording step reads the ring
+    twice (Gram row, combination) and the basis not at all. The projection equals the
+    reference's to ~1e-6 relative for float32 gradients and ~1e-12 for float64 ones (tested).
     """
 
     def __init__(
@@ -237,6 +208,10 @@ class GradientSubspaceTracker:
         self._ring: Tensor | None = None  # incremental: (N_w, d), slot = recorded mod N_w
         self._ring_np: np.ndarray | None = None  # its numpy view (CPU float32/64: compiled path)
         self._gram: np.ndarray | None = None  # incremental: float64 (N_w, N_w), uncentred
+        # incremental: the last recorded tensor (object, version) and its Gram row (ring order):
+        # its projection is combined from the ring in the refresh's own pass
+        self._last: tuple[Tensor, int] | None = None
+        self._last_row: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self._window)
@@ -246,6 +221,7 @@ class GradientSubspaceTracker:
         if step > 0 and step % self.record_every == 0:
             if self.impl == "incremental":
                 self._window.append(self._ring_append(g.detach().reshape(-1)))
+                self._last = (g, g._version)
             else:
                 self._window.append(g.detach().reshape(-1).clone())
             self._dirty = True
@@ -280,6 +256,7 @@ class GradientSubspaceTracker:
             row = (self._ring[:n].double() @ flat.double()).cpu().numpy()
         self._gram[slot, :n] = row
         self._gram[:n, slot] = row
+        self._last_row = row
         return self._ring[slot]
 
     @property
@@ -294,13 +271,20 @@ class GradientSubspaceTracker:
             self._refresh()
         return self._basis
 
-    def _refresh(self) -> None:
-        if self.impl != "incremental" or not self._refresh_incremental():
-            if self.impl == "incremental":
+    def _refresh(self, with_last: bool = False) -> Tensor | None:
+        """Recompute the basis; with ``with_last`` (incremental) also return the projection of the
+        last recorded gradient, combined in the same pass (None when it fell back)."""
+        gp = None
+        if self.impl == "incremental":
+            ok, gp = self._refresh_incremental(with_last)
+            if not ok:
                 self.fallbacks += 1
+                self._refresh_reference()
+        else:
             self._refresh_reference()
         self._dirty = False
         self.refreshes += 1
+        return gp
 
     def _refresh_reference(self) -> None:
         w = torch.stack(list(self._window)).double()
@@ -314,17 +298,19 @@ class GradientSubspaceTracker:
         axes = (evecs[:, keep].T @ w) / evals[keep].sqrt()[:, None]
         self._basis = axes.to(self._window[0].dtype)
 
-    def _refresh_incremental(self) -> bool:
-        """The basis from the ring buffer and its Gram matrix; False: fall back (see the class).
-        The ``n × n`` algebra runs in compiled loops around torch's ``eigh`` (a refresh would
-        otherwise be a few dozen small numpy operations)."""
+    def _refresh_incremental(self, with_last: bool) -> tuple[bool, Tensor | None]:
+        """The basis from the ring buffer and its Gram matrix, and with ``with_last`` the last
+        recorded gradient's projection ``Bᵀ(B g) = Cᵀ(C(W g))·W`` (its Gram row is ``W g``): one
+        more coefficient row of the same combination, so no extra pass over the basis. ``(False,
+        None)``: fall back (see the class). The ``n × n`` algebra runs in compiled loops around
+        torch's ``eigh`` (a refresh would otherwise be a few dozen small numpy operations)."""
         n = len(self._window)
         gram = np.empty((n, n))
         max_sq = _centred_gram(self._gram, n, self.center, gram)
         try:  # torch's LAPACK: numpy's may start BLAS threads of its own beside torch's
             ev_t, vec_t = torch.linalg.eigh(torch.from_numpy(gram))  # ascending
         except RuntimeError:  # torch.linalg.LinAlgError: non-finite entries
-            return False
+            return False, None
         # bound on the eigenvalues' rounding: each Gram entry is a d-term float64 dot product
         # (vectorised: ≤ d/8 + 1 terms per partial sum); centring combines four entries
         w = self._ring[:n]
@@ -335,21 +321,22 @@ class GradientSubspaceTracker:
             ev_t.numpy(), vec_t.numpy(), self.rank, self.center, err, coef
         )
         if nk == 0:
-            return False
+            return False, None
         coef = coef[:nk]  # (k', n): axes = coef @ w
+        if with_last:  # the projection's coefficients over the ring: Cᵀ(C (W g))
+            coef = np.concatenate([coef, (coef.T @ (coef @ self._last_row))[None]])
         eps = torch.finfo(w.dtype).eps
         if (n + 1) * math.sqrt(n) * eps * math.sqrt(max_sq / smallest) > _INC_LOWP_TOL:
             c64 = torch.from_numpy(coef).to(w.device)
-            self._basis = (c64 @ w.double()).to(w.dtype)  # combined in float64
-        elif self._ring_np is not None:
-            axes = np.empty((nk, d), self._ring_np.dtype)
-            _combine(coef.astype(axes.dtype), self._ring_np, n, axes)
-            self._basis = torch.from_numpy(axes)
-        else:
-            self._basis = torch.from_numpy(coef).to(w.device, w.dtype) @ w
-        return True
+            out = (c64 @ w.double()).to(w.dtype)  # combined in float64
+        else:  # one BLAS pass over the ring (bandwidth-bound: the ring is N_w·d values)
+            out = torch.from_numpy(coef).to(w.device, w.dtype) @ w
+        self._basis = out[:nk]
+        return True, (out[nk] if with_last else None)
 
     def project(self, g: Tensor) -> Tensor:
+        if self.impl == "incremental" and self.ready:
+            return self._project_incremental(g)[0]
         basis = self.basis
         if basis is None:
             return g
@@ -358,9 +345,26 @@ class GradientSubspaceTracker:
 
     def project_with_norms(self, g: Tensor) -> tuple[Tensor, float, float]:
         """``(project(g), ‖g‖, ‖project(g)‖)``: LCoTTA's update and its energy statistic."""
+        if self.impl == "incremental" and self.ready:
+            return self._project_incremental(g)
         norm = float(g.norm())  # before the projection, while g is in cache (same value)
         gp = self.project(g)
         return gp, norm, float(gp.norm())
+
+    def _project_incremental(self, g: Tensor) -> tuple[Tensor, float, float]:
+        """``project_with_norms`` of the incremental path (ready): the last recorded gradient
+        right after its refresh comes out of the refresh's pass (``‖g‖`` from its Gram diagonal,
+        a float64 sum); any other vector as in the reference."""
+        last = self._last is not None and g is self._last[0] and g._version == self._last[1]
+        if self._dirty:
+            gp = self._refresh(with_last=last)
+            if gp is not None:
+                slot = (self.recorded - 1) % self.window
+                norm = math.sqrt(self._gram[slot, slot])
+                return gp.to(g.dtype).reshape(g.shape), norm, float(gp.norm())
+        basis = self._basis
+        gp = (basis.T @ (basis @ g.reshape(-1).to(basis.dtype))).to(g.dtype).reshape(g.shape)
+        return gp, float(g.norm()), float(gp.norm())
 
 
 class LCoTTA(EATA):
