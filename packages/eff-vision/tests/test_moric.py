@@ -16,7 +16,7 @@ from eff_vision.data import (
     smooth_label_map,
 )
 from eff_vision.moric import Bitstream, ChainCoder, MoRIC, MoRICDecodeError, RegionCodecConfig, iou
-from eff_vision.moric._fast import decode_laplace_zero_center, encode_laplace_array
+from eff_vision.moric._fast import decode_laplace_zero_center, decode_paths, encode_laplace_array
 from eff_vision.moric.bitstream import Section, Tag
 from eff_vision.moric.codec import _arm_exact, decode_macs_per_pixel
 from eff_vision.moric.contours import _encode_paths, label_edges
@@ -160,6 +160,61 @@ def test_chain_stream_corruption_and_truncation_raise():
         CC.decode(bytes(bad))
     with pytest.raises(MoRICDecodeError, match="trailing"):
         CC.decode(data + b"\x00")
+
+
+def _paths_both_ways(payload, h, w):
+    """(result or error, decoder state) of the compiled and the reference path decoder."""
+    from eff_vision.moric.contours import _decode_paths
+
+    out = []
+    for reference in (False, True):
+        dec = RangeDecoder(payload)
+        try:
+            got = _decode_paths(dec, h, w, reference)
+        except (MoRICDecodeError, RangeDecodeError) as exc:
+            got = (type(exc), str(exc))
+        out.append((got, (dec.pos, dec.code, dec.rng)))
+    return out
+
+
+def _same(a, b):
+    (ga, sa), (gb, sb) = a, b
+    if isinstance(ga[0], type):
+        return ga == gb and sa == sb
+    return all(np.array_equal(x, y) for x, y in zip(ga, gb, strict=True)) and sa == sb
+
+
+def test_compiled_path_decoder_equals_the_reference():
+    """The crack-code paths through the compiled loop (speed, issue #25): the same edge masks and
+    decoder state as the pure-Python loop on real partitions (the adaptive turn model halving its
+    counts on the long one), and the same errors on every truncation and on corrupted bytes (the
+    kernel hands those back to the reference)."""
+    from eff_vision.moric.contours import _trace_paths
+
+    stripes = np.broadcast_to((np.arange(120) // 2) % 2, (120, 120))  # 59 straight 120-edge paths
+    cases = [stripes, random_mask(1, "noise", (31, 17)).astype(int)]
+    cases += [smooth_label_map((37, 45), 3, seed=s) for s in range(4)]
+    for labels in cases:
+        h, w = labels.shape
+        enc = RangeEncoder()
+        _encode_paths(enc, _trace_paths(*label_edges(labels)), h, w)
+        data = enc.finish()
+        fast, ref = _paths_both_ways(data, h, w)
+        assert _same(fast, ref) and not isinstance(fast[0][0], type)
+        # and the kernel itself finished (no hand-over to the reference)
+        kernel = decode_paths(RangeDecoder(data), h, w, (((h + 1) * (w + 1)) - 1).bit_length())
+        assert kernel is not None and np.array_equal(kernel[0], fast[0][0])
+        assert np.array_equal(fast[0][0], label_edges(labels)[0])
+        assert np.array_equal(fast[0][1], label_edges(labels)[1])
+    # the stripes' straight moves overflow the turn model's 2**16 total (+24 each): halvings
+    assert sum(len(p[2]) - 1 for p in _trace_paths(*label_edges(stripes))) > 2 * 2**16 // 24
+    rng = np.random.default_rng(0)
+    for cut in range(0, len(data), 3):
+        assert _same(*_paths_both_ways(data[:cut] if cut >= 4 else data[:4], h, w))
+    for pos in rng.integers(0, len(data), 60):
+        bad = bytearray(data)
+        bad[pos] ^= int(rng.integers(1, 256))
+        assert _same(*_paths_both_ways(bytes(bad), h, w))
 
 
 # --- the codec -------------------------------------------------------------------------------
@@ -473,3 +528,24 @@ def test_masked_synthesis_equals_the_whole_box(name):
                 assert m.any() and torch.equal(net.forward_at(z, need)[0][:, at], full[:, at])
                 # without the ring the 3×3 layers read zeros around the mask: the test can tell
                 assert not torch.equal(net.forward_at(z, m)[0][:, at], full[:, at])
+
+
+def test_footprints_are_the_cells_touching_the_dilated_mask():
+    """Level l's footprint (built level by level from 2×2 blocks, issue #25) is the set of
+    2^l × 2^l cells that contain a pixel of the dilated mask, on grids of odd sizes too."""
+    import cv2
+
+    from eff_vision.moric.codec import _grid_shape, _make_region
+
+    for shape, dilate in (((37, 45), 2), ((1, 9), 0), ((33, 2), 1), ((64, 64), 3)):
+        for seed in range(3):
+            mask = random_mask(seed, "noise", shape)
+            mask[0, 0] = True
+            grown = cv2.dilate(mask.astype(np.uint8), np.ones((2 * dilate + 1,) * 2, np.uint8))
+            region = _make_region(1, mask, 6, dilate)
+            for level, fp in enumerate(region.footprints):
+                s = 1 << level
+                gh, gw = _grid_shape(*shape, level)
+                want = np.array([[grown[i * s : (i + 1) * s, j * s : (j + 1) * s].any()
+                                  for j in range(gw)] for i in range(gh)])  # fmt: skip
+                assert np.array_equal(fp, want), (shape, seed, level)

@@ -227,8 +227,8 @@ def _dec_bits(pos, code, rng, data, nbits):
 
 
 @njit(cache=True)
-def _dec_escape(pos, code, rng, data):
-    """decode_signed_gamma (decode_gamma's max_bits = 40) → (rest, pos, code, rng, r, ok)."""
+def _dec_gamma(pos, code, rng, data):
+    """RangeDecoder.decode_gamma (max_bits = 40) → (n, pos, code, rng, r, ok)."""
     k = 0
     while True:
         b, pos, code, rng, r, ok = _dec_bits(pos, code, rng, data, 1)
@@ -239,12 +239,18 @@ def _dec_escape(pos, code, rng, data):
         k += 1
         if k > 40:
             return 0, pos, code, rng, r, False
-    g = 1
-    if k:
-        bits, pos, code, rng, r, ok = _dec_bits(pos, code, rng, data, k)
-        if not ok:
-            return 0, pos, code, rng, r, False
-        g = (1 << k) | bits
+    if k == 0:
+        return 1, pos, code, rng, r, True
+    bits, pos, code, rng, r, ok = _dec_bits(pos, code, rng, data, k)
+    return (1 << k) | bits, pos, code, rng, r, ok
+
+
+@njit(cache=True)
+def _dec_escape(pos, code, rng, data):
+    """decode_signed_gamma → (rest, pos, code, rng, r, ok)."""
+    g, pos, code, rng, r, ok = _dec_gamma(pos, code, rng, data)
+    if not ok:
+        return 0, pos, code, rng, r, False
     z = g - 1
     return (z // 2 if z % 2 == 0 else -(z + 1) // 2), pos, code, rng, r, True
 
@@ -323,26 +329,34 @@ def decode_laplace_zero_center(dec: RangeDecoder, scale: int, n: int) -> np.ndar
 @njit(cache=True)
 def _layer(x, wt, b, out, n, relu):
     """out[:, :n] = x[:, :n]ᵀ-batch @ wt + b (features × positions, positions innermost so the
-    loop vectorises without reassociating any sum); hidden layers then take codec._arm_exact's
-    ReLU, clip at 2**20 and rounding to the 2**-8 grid. Every sum is exact (module docstring)."""
+    loop vectorises); hidden layers then take codec._arm_exact's ReLU, clip at 2**20 and rounding
+    to the 2**-8 grid. Every sum is exact (module docstring), so neither the order of the terms
+    (bias first, four inputs per pass) nor FMA contraction can change a bit. ``n`` is rounded up
+    to a whole vector (the arrays are that wide; the extra columns are never read back)."""
     nin, nout = wt.shape
+    n = min(out.shape[1], (n + 7) & ~7)
     for i in range(nout):
         acc = out[i]
+        bi = b[i]
         for p in range(n):
-            acc[p] = 0.0
-        for j in range(nin):
-            wji = wt[j, i]
+            acc[p] = bi
+        j = 0
+        while j + 4 <= nin:
+            w0, w1, w2, w3 = wt[j, i], wt[j + 1, i], wt[j + 2, i], wt[j + 3, i]
+            x0, x1, x2, x3 = x[j], x[j + 1], x[j + 2], x[j + 3]
+            for p in range(n):
+                acc[p] += x0[p] * w0 + x1[p] * w1 + x2[p] * w2 + x3[p] * w3
+            j += 4
+        while j < nin:
+            wj = wt[j, i]
             xj = x[j]
             for p in range(n):
-                acc[p] += xj[p] * wji
-        bi = b[i]
+                acc[p] += xj[p] * wj
+            j += 1
         if relu:
             for p in range(n):
-                v = min(max(acc[p] + bi, 0.0), 1048576.0)
+                v = min(max(acc[p], 0.0), 1048576.0)
                 acc[p] = np.floor(v * _HIDDEN_GRID + 0.5) / _HIDDEN_GRID
-        else:
-            for p in range(n):
-                acc[p] += bi
 
 
 @njit(cache=True)
@@ -356,10 +370,11 @@ def _decode_level(
     pmax = 1
     for k in range(bounds.size - 1):
         pmax = max(pmax, bounds[k + 1] - bounds[k])
-    ctx = np.empty((nc, pmax))
-    h1 = np.empty((nh, pmax))
-    h2 = np.empty((nh, pmax))
-    o = np.empty((2, pmax))
+    pmax = (pmax + 7) & ~7  # whole vectors (_layer)
+    ctx = np.zeros((nc, pmax))
+    h1 = np.zeros((nh, pmax))
+    h2 = np.zeros((nh, pmax))
+    o = np.zeros((2, pmax))
     pos, code, rng, r = st[0], st[1], st[2], st[3]
     for k in range(bounds.size - 1):
         lo, n = bounds[k], bounds[k + 1] - bounds[k]
@@ -416,3 +431,111 @@ def decode_latent_level(
     grid[...] = work
     dec.pos, dec.code, dec.rng, dec._r = (int(x) for x in st[:4])
     return True
+
+
+# --------------------------------------------------------------------------------------------
+# Contours: the crack-code paths of contours._decode_paths
+# --------------------------------------------------------------------------------------------
+
+_TURN_INCREMENT = 24  # contours' AdaptiveModel(3, contexts=4): the default increment
+_DY = np.array([0, 1, 0, -1], np.int64)  # contours._DIRS: right, down, left, up
+_DX = np.array([1, 0, -1, 0], np.int64)
+
+
+@njit(cache=True, inline="always")
+def _edge(h, w, nh, y, x, d):
+    """contours._EdgeGrid.edge: the id of the edge leaving vertex (y, x) in direction d, or −1."""
+    if d == 0:
+        return y * w + x if x < w and 0 < y < h else -1
+    if d == 2:
+        return y * w + x - 1 if x > 0 and 0 < y < h else -1
+    if d == 1:
+        return nh + y * (w + 1) + x if y < h and 0 < x < w else -1
+    return nh + (y - 1) * (w + 1) + x if y > 0 and 0 < x < w else -1
+
+
+@njit(cache=True)
+def _dec_paths(st, data, h, w, vbits, used):
+    """Every path of the payload into ``used`` (edge ids); st[4] = _REPLAY on anything the
+    reference would reject or that this kernel does not model (the reference then decides)."""
+    nh = (h + 1) * w
+    n_edges = nh + h * (w + 1)
+    freq = np.ones((4, 3), np.int64)  # the turn model: 3 symbols × 4 contexts
+    tot = np.full(4, 3, np.int64)
+    pos, code, rng, r = st[0], st[1], st[2], st[3]
+    g, pos, code, rng, r, ok = _dec_gamma(pos, code, rng, data)
+    if not ok or g - 1 > n_edges:
+        st[4] = _REPLAY
+        return
+    total = 0
+    for _ in range(g - 1):
+        v, pos, code, rng, r, ok = _dec_bits(pos, code, rng, data, vbits)
+        if not ok or v >= (h + 1) * (w + 1):
+            st[4] = _REPLAY
+            return
+        y, x = v // (w + 1), v % (w + 1)
+        length, pos, code, rng, r, ok = _dec_gamma(pos, code, rng, data)
+        total += length
+        if not ok or total > n_edges:
+            st[4] = _REPLAY
+            return
+        d, pos, code, rng, r, ok = _dec_bits(pos, code, rng, data, 2)
+        if not ok:
+            st[4] = _REPLAY
+            return
+        ctx = 3
+        for k in range(length):
+            if k:  # AdaptiveModel.decode(dec, ctx): straight, right turn, left turn
+                t = tot[ctx]
+                r = rng // t
+                q = code // r
+                if q >= t:  # the reference clamps; a stream the encoder wrote never gets here
+                    st[4] = _REPLAY
+                    return
+                s, cum = 0, 0
+                while q >= cum + freq[ctx, s]:
+                    cum += freq[ctx, s]
+                    s += 1
+                code -= r * cum
+                rng = r * freq[ctx, s]
+                pos, code, rng, ok = _fill(pos, code, rng, data)
+                if not ok:
+                    st[4] = _REPLAY
+                    return
+                freq[ctx, s] += _TURN_INCREMENT
+                tot[ctx] += _TURN_INCREMENT
+                if tot[ctx] > MAX_TOTAL:
+                    tot[ctx] = 0
+                    for i in range(3):
+                        freq[ctx, i] = (freq[ctx, i] + 1) // 2
+                        tot[ctx] += freq[ctx, i]
+                ctx = s
+                if s == 1:
+                    d = (d + 3) % 4
+                elif s == 2:
+                    d = (d + 1) % 4
+            e = _edge(h, w, nh, y, x, d)
+            if e < 0 or used[e]:
+                st[4] = _REPLAY
+                return
+            used[e] = True
+            y += _DY[d]
+            x += _DX[d]
+    st[0], st[1], st[2], st[3] = pos, code, rng, r
+
+
+def decode_paths(
+    dec: RangeDecoder, h: int, w: int, vbits: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``contours._decode_paths`` with the compiled loop: the (hm, vm) edge masks, or None (and
+    the decoder's state untouched) when the reference path must replay the payload."""
+    if not _safe_state(dec):
+        return None
+    nh = (h + 1) * w
+    used = np.zeros(nh + h * (w + 1), np.bool_)
+    st = _state(dec)
+    _dec_paths(st, _data(dec), h, w, vbits, used)
+    if st[4] != _OK:
+        return None
+    dec.pos, dec.code, dec.rng, dec._r = (int(x) for x in st[:4])
+    return used[:nh].reshape(h + 1, w), used[nh:].reshape(h, w + 1)

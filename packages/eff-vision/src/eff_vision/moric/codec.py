@@ -258,20 +258,19 @@ def _grid_shape(h: int, w: int, level: int) -> tuple[int, int]:
 def _make_region(index: int, mask: np.ndarray, levels: int, dilate: int) -> _Region:
     import cv2
 
-    h, w = mask.shape
     grown = mask
     if dilate:
         kernel = np.ones((2 * dilate + 1, 2 * dilate + 1), np.uint8)
         grown = cv2.dilate(mask.astype(np.uint8), kernel).astype(bool)
     ys, xs = np.nonzero(grown)
     bbox = (int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1)
-    fps = []
-    for level in range(levels):
-        gh, gw = _grid_shape(h, w, level)
-        s = 1 << level
-        padded = np.zeros((gh * s, gw * s), bool)
-        padded[:h, :w] = grown
-        fps.append(padded.reshape(gh, s, gw, s).any(axis=(1, 3)))
+    fps = [grown]
+    for _ in range(1, levels):  # a cell of level l is the union of its four cells of level l − 1
+        prev = fps[-1]
+        gh, gw = -(-prev.shape[0] // 2), -(-prev.shape[1] // 2)
+        padded = np.zeros((2 * gh, 2 * gw), bool)
+        padded[: prev.shape[0], : prev.shape[1]] = prev
+        fps.append(padded.reshape(gh, 2, gw, 2).any(axis=(1, 3)))
     return _Region(index, mask, bbox, fps)
 
 
@@ -869,7 +868,9 @@ def _parse_image_stream(bs: Bitstream, reference: bool = False) -> _Coded:
         raise MoRICDecodeError(f"header: unknown flags {bs.flags}")
     sec = bs.section(Tag.CONTOURS)
     try:
-        labels = decode_partition_payload(sec.payload, h, w, bs.n_regions, require_all=not single)
+        labels = decode_partition_payload(
+            sec.payload, h, w, bs.n_regions, require_all=not single, reference=reference
+        )
     except MoRICDecodeError:
         raise
     except Exception as exc:  # never let a malformed payload surface as IndexError & co.

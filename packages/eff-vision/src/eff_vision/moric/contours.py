@@ -39,6 +39,7 @@ from collections import deque
 
 import numpy as np
 
+from eff_vision.moric._fast import decode_paths
 from eff_vision.moric.errors import MoRICDecodeError
 from eff_vision.moric.rangecoder import AdaptiveModel, RangeDecodeError, RangeDecoder, RangeEncoder
 
@@ -211,10 +212,19 @@ def _encode_paths(
             ctx = t
 
 
-def _decode_paths(dec: RangeDecoder, h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+def _decode_paths(
+    dec: RangeDecoder, h: int, w: int, reference: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """The edge masks (hm, vm) of the coded paths. Default: one compiled loop
+    (:func:`eff_vision.moric._fast.decode_paths`), which hands any payload it cannot finish
+    cleanly back to this reference loop, so the errors are the same."""
+    vbits = _bits((h + 1) * (w + 1))
+    if not reference:
+        out = decode_paths(dec, h, w, vbits)
+        if out is not None:
+            return out
     grid = _EdgeGrid(h, w)
     n_edges = grid.nh + h * (w + 1)
-    vbits = _bits((h + 1) * (w + 1))
     used = np.zeros(n_edges, bool)
     turns = AdaptiveModel(3, contexts=4)
     n_paths = dec.decode_gamma() - 1
@@ -341,12 +351,14 @@ def encode_partition_payload(labels: np.ndarray, n_labels: int) -> bytes:
 
 
 def decode_partition_payload(
-    payload: bytes, h: int, w: int, n_labels: int, require_all: bool = True
-) -> np.ndarray:
-    """Label map from a crack-code payload; ``require_all=False`` for masks (which may be full)."""
+    payload: bytes, h: int, w: int, n_labels: int, require_all: bool = True,
+    reference: bool = False,
+) -> np.ndarray:  # fmt: skip
+    """Label map from a crack-code payload; ``require_all=False`` for masks (which may be full);
+    ``reference``: the pure-Python path decoder instead of the compiled one (the same map)."""
     try:
         dec = RangeDecoder(payload)
-        hm, vm = _decode_paths(dec, h, w)
+        hm, vm = _decode_paths(dec, h, w, reference)
         out = _decode_labels(dec, n_labels, hm, vm, require_all)
     except RangeDecodeError as exc:
         raise MoRICDecodeError(f"contours: {exc}") from exc
