@@ -379,11 +379,17 @@ def _decode_level(
     centers = np.zeros(pmax, np.int64)
     tabs = np.zeros(pmax, np.int64)
     vals = np.zeros(pmax, np.int64)
+    flat = grid.reshape(-1)  # contexts by flat index: position + offset
+    gw = grid.shape[1]
+    base = (ys + pad) * gw + xs + pad
+    off = offy * gw + offx
     for k in range(bounds.size - 1):
         lo, n = bounds[k], bounds[k + 1] - bounds[k]
         for j in range(nc):
+            oj = off[j]
+            cj = ctx[j]
             for p in range(n):
-                ctx[j, p] = float(grid[ys[lo + p] + pad + offy[j], xs[lo + p] + pad + offx[j]])
+                cj[p] = float(flat[base[lo + p] + oj])
         _layer(ctx, w1t, b1, h1, n, True)
         _layer(h1, w2t, b2, h2, n, True)
         _layer(h2, w3t, b3, o, n, False)
@@ -403,7 +409,7 @@ def _decode_level(
             if v > _LAT_MAX or v < -_LAT_MAX:
                 st[4] = _REPLAY
                 return
-            grid[ys[lo + p] + pad, xs[lo + p] + pad] = v
+            flat[base[lo + p]] = v
 
 
 def decode_latent_level(
