@@ -376,11 +376,12 @@ class LCoTTA(EATA):
 
     ``subspace_impl="incremental"`` (opt-in, issue #25) refreshes the subspace from a ring buffer
     and its incrementally updated Gram matrix (see the tracker): at ~51k adapted parameters
-    (rank 4, window 30, a refresh every 3 steps) a step costs ~1.3–1.45× an EATA step instead
-    of ~3.9–4.4× (``tools/bench/vision_lcotta.py``). Its projection equals the reference's to ~1e-6
-    relative (float32), but the rounding differences steer a long stream elsewhere: the quick
-    reproduction's claim values move in the third decimal (same verdicts), so the default — and
-    ``vision.lcotta`` — keep ``"reference"``.
+    (rank 4, window 30, a refresh every 3 steps) a step costs ~1.2–1.5× an EATA step instead
+    of ~4–6× (``tools/bench/vision_lcotta.py``; the ratio moves with the load of the machine: a
+    recording step reads the 30 × 51k ring twice, memory-bound). Its projection equals the
+    reference's to ~1e-6 relative (float32), but the rounding differences steer a long stream
+    elsewhere: the quick reproduction's claim values move in the third decimal (same verdicts),
+    so the default — and ``vision.lcotta`` — keep ``"reference"``.
     """
 
     def __init__(

@@ -852,8 +852,9 @@ class MoRIC:
     def decode(data: bytes | Bitstream, reference: bool = False) -> np.ndarray:
         """The decoded uint8 H×W×3 image (``MoRICDecodeError`` for any malformed stream).
 
-        ``reference=True`` runs the pure-Python range decoder and the per-wavefront numpy ARM
-        instead of the compiled loops (the same image bit for bit; kept for tests and benches)."""
+        ``reference=True`` runs the pure-Python range decoder, contour-path loop and the
+        per-wavefront numpy ARM instead of the compiled loops (the same image bit for bit; kept
+        for tests and benches)."""
         check_bool("reference", reference)
         bs = data if isinstance(data, Bitstream) else Bitstream.from_bytes(data)
         if bs.kind != 1:

@@ -317,6 +317,6 @@ def run(mode: Mode = "quick", seed: int = 0, cfg: MoRICReproConfig | None = None
             f"{s}: {a:+.2f} / {b:+.2f}" for s, a, b in zip(seeds, vs_jpeg, vs_webp, strict=True)
         ),
         f"Decoding cost: {macs['total']:.0f} MACs/pixel (analytic; default config), decode {obj['decode_s']:.2f} s "
-        f"(Python range decoder, sequential ARM), encode {obj['encode_s']:.1f} s.",
+        f"(compiled range decoder, exact ARM and contour paths), encode {obj['encode_s']:.1f} s.",
     ]
     return result
