@@ -549,3 +549,22 @@ def test_footprints_are_the_cells_touching_the_dilated_mask():
                 want = np.array([[grown[i * s : (i + 1) * s, j * s : (j + 1) * s].any()
                                   for j in range(gw)] for i in range(gh)])  # fmt: skip
                 assert np.array_equal(fp, want), (shape, seed, level)
+
+
+def test_compiled_wavefront_positions_equal_nonzero_and_lexsort():
+    """The decoder's coding order, generated diagonal by diagonal (issue #25), is np.nonzero's
+    positions sorted by the encoder's lexsort (wavefront, then row), for every context size."""
+    from eff_vision.moric._fast import wavefront_positions
+    from eff_vision.moric.codec import _wave_slope, _wavefront_order, arm_offsets
+
+    for seed, shape in enumerate([(1, 1), (1, 9), (9, 1), (37, 45), (64, 3)]):
+        for fp in (random_mask(seed, "noise", shape), np.ones(shape, bool)):
+            for ctx in (1, 4, 12, 24):
+                offsets = arm_offsets(ctx)
+                ys, xs = np.nonzero(fp)
+                order, waves = _wavefront_order(ys, xs, offsets)
+                got = wavefront_positions(fp, _wave_slope(offsets))
+                assert all(
+                    np.array_equal(g, w)
+                    for g, w in zip(got, (ys[order], xs[order], waves), strict=True)
+                )

@@ -550,3 +550,26 @@ def decode_paths(
         return None
     dec.pos, dec.code, dec.rng, dec._r = (int(x) for x in st[:4])
     return used[:nh].reshape(h + 1, w), used[nh:].reshape(h, w + 1)
+
+
+@njit(cache=True)
+def wavefront_positions(fp, a):
+    """The coded positions of footprint ``fp`` (H×W bool) in coding order — wavefronts
+    t = a·y + x ascending, rows ascending within one — as (ys, xs, t): what ``np.nonzero`` and
+    codec._wavefront_order's lexsort give, in one pass over the diagonals."""
+    h, w = fp.shape
+    n = 0
+    for y in range(h):
+        for x in range(w):
+            n += fp[y, x]
+    ys = np.empty(n, np.int64)
+    xs = np.empty(n, np.int64)
+    ts = np.empty(n, np.int64)
+    k = 0
+    for t in range(a * (h - 1) + w):
+        for y in range(max(0, (t - w + a) // a), min(h - 1, t // a) + 1):  # 0 ≤ t − a·y < w
+            x = t - a * y
+            if fp[y, x]:
+                ys[k], xs[k], ts[k] = y, x, t
+                k += 1
+    return ys, xs, ts

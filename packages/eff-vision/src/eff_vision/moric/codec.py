@@ -58,6 +58,7 @@ from eff_vision.moric._fast import (
     decode_laplace_zero_center,
     decode_latent_level,
     encode_laplace_array,
+    wavefront_positions,
 )
 from eff_vision.moric.bitstream import (
     FLAG_MODULATOR,
@@ -604,10 +605,14 @@ def _wavefront_order(ys: np.ndarray, xs: np.ndarray, offsets) -> tuple[np.ndarra
     """Coding order of a level's coded positions: wavefronts t = a·y + x with a = 1 + max dx of the
     rows above, so every causal neighbour has a smaller t; positions of one wavefront are mutually
     independent (the decoder evaluates their ARM in one batch). Returns (order, wavefront ids)."""
-    a = 1 + max([dx for dy, dx in offsets if dy < 0] or [0])
-    t = a * ys + xs
+    t = _wave_slope(offsets) * ys + xs
     order = np.lexsort((ys, t))
     return order, t[order]
+
+
+def _wave_slope(offsets) -> int:
+    """a of the wavefronts t = a·y + x: 1 + the largest dx among the contexts of the rows above."""
+    return 1 + max([dx for dy, dx in offsets if dy < 0] or [0])
 
 
 def _latent_payload(
@@ -647,11 +652,14 @@ def _decode_latents(
     lat = [np.zeros(sh, np.int64) for sh in shapes]
     for level in reversed(range(len(shapes))):
         grid = np.pad(lat[level], _PAD)
-        ys, xs = np.nonzero(region.footprints[level])
+        if reference:
+            ys, xs = np.nonzero(region.footprints[level])
+            order, waves = _wavefront_order(ys, xs, offsets)
+            ys, xs = ys[order], xs[order]
+        else:  # the same positions in the same order, compiled
+            ys, xs, waves = wavefront_positions(region.footprints[level], _wave_slope(offsets))
         if ys.size == 0:
             continue
-        order, waves = _wavefront_order(ys, xs, offsets)
-        ys, xs = ys[order], xs[order]
         if not reference:
             if not decode_latent_level(dec, grid, ys, xs, waves, offsets, layers, k, _PAD):
                 return _decode_latents(payload, region, shapes, arm_ints, k, offsets, name, True)
