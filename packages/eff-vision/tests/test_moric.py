@@ -568,3 +568,32 @@ def test_compiled_wavefront_positions_equal_nonzero_and_lexsort():
                     np.array_equal(g, w)
                     for g, w in zip(got, (ys[order], xs[order], waves), strict=True)
                 )
+
+
+def test_compiled_components_number_like_scipy():
+    """The contour decoder's connected components (a compiled flood fill, issue #25) carry
+    scipy.sparse.csgraph's ids — the label stream is read in that order — on label maps and on
+    arbitrary crack sets."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from eff_vision.moric.contours import _components
+
+    def scipy_components(hm, vm):
+        h, w = vm.shape[0], hm.shape[1]
+        idx = np.arange(h * w).reshape(h, w)
+        right, down = ~vm[:, 1:w], ~hm[1:h]
+        rows = np.concatenate([idx[:, :-1][right], idx[:-1][down]])
+        cols = np.concatenate([idx[:, 1:][right], idx[1:][down]])
+        graph = coo_matrix((np.ones(rows.size, np.int8), (rows, cols)), shape=(h * w, h * w))
+        n, comp = connected_components(graph, directed=False)
+        return n, comp.reshape(h, w)
+
+    rng = np.random.default_rng(0)
+    for seed, shape in enumerate([(1, 1), (1, 7), (7, 1), (23, 31), (48, 40)]):
+        labels = smooth_label_map(shape, 4, seed) if seed % 2 else random_mask(seed, "noise", shape)
+        hm, vm = label_edges(labels.astype(int))
+        cracks = (hm | (rng.random(hm.shape) < 0.3), vm | (rng.random(vm.shape) < 0.3))
+        for edges in ((hm, vm), cracks):
+            (n, comp), (n_ref, comp_ref) = _components(*edges), scipy_components(*edges)
+            assert n == n_ref and np.array_equal(comp, comp_ref)

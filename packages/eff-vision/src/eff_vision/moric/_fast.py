@@ -573,3 +573,43 @@ def wavefront_positions(fp, a):
                 ys[k], xs[k], ts[k] = y, x, t
                 k += 1
     return ys, xs, ts
+
+
+@njit(cache=True)
+def components(hm, vm):
+    """4-connected components of the pixel grid cut by the crack edges (hm (H+1)×W, vm H×(W+1)):
+    ``(n, comp)`` with the ids of scipy's ``connected_components`` (a component's id is its rank
+    by its first pixel in raster order), by a flood fill from each unlabelled pixel in raster
+    order."""
+    h, w = vm.shape[0], hm.shape[1]
+    comp = np.full(h * w, -1, np.int32)
+    stack = np.empty(h * w, np.int64)
+    n = 0
+    for s in range(h * w):
+        if comp[s] >= 0:
+            continue
+        comp[s] = n
+        stack[0] = s
+        top = 1
+        while top:
+            top -= 1
+            p = stack[top]
+            i, j = p // w, p % w
+            if j + 1 < w and not vm[i, j + 1] and comp[p + 1] < 0:
+                comp[p + 1] = n
+                stack[top] = p + 1
+                top += 1
+            if j > 0 and not vm[i, j] and comp[p - 1] < 0:
+                comp[p - 1] = n
+                stack[top] = p - 1
+                top += 1
+            if i + 1 < h and not hm[i + 1, j] and comp[p + w] < 0:
+                comp[p + w] = n
+                stack[top] = p + w
+                top += 1
+            if i > 0 and not hm[i, j] and comp[p - w] < 0:
+                comp[p - w] = n
+                stack[top] = p - w
+                top += 1
+        n += 1
+    return n, comp.reshape(h, w)
